@@ -1,0 +1,53 @@
+"""Read settings from the environment, failing loudly on values that do not parse.
+
+A typo in production configuration must stop the process at start-up with the variable's
+name in the message, not surface hours later as a strange default.
+"""
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+REQUIRED = object()
+
+
+def env_str(name: str, default=REQUIRED) -> str:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        if default is REQUIRED:
+            raise ImproperlyConfigured(f"Set the environment variable {name}.")
+        return default
+    return value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value == "":
+        return default
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true or false).")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} is below its minimum of {minimum}.")
+    return number
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]

@@ -1,0 +1,164 @@
+"""Settings of the embedded default: SQLite, a broker that needs no server, secrets kept in
+the data directory. Every value can be overridden from the environment; production.py makes
+the important ones mandatory.
+"""
+
+from pathlib import Path
+
+import dj_database_url
+from celery.schedules import crontab
+
+from controlplane.env import env_bool, env_int, env_list, env_str
+from controlplane.settings import embedded_secrets
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DATA_DIR = Path(env_str("PLATFORM_DATA_DIR", str(REPO_ROOT / ".data"))).resolve()
+
+_embedded = None
+
+
+def _embedded_secret(name: str) -> str:
+    global _embedded
+    if _embedded is None:
+        _embedded = embedded_secrets.load_or_create(DATA_DIR)
+    return _embedded[name]
+
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", None) or _embedded_secret("secret_key")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "rest_framework",
+    "drf_spectacular",
+    "tenants",
+    "serving",
+    "training",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+WSGI_APPLICATION = "controlplane.wsgi.application"
+ASGI_APPLICATION = "controlplane.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+            ]
+        },
+    }
+]
+
+# SQLite in WAL mode lets the web server read while a worker writes; IMMEDIATE transactions
+# avoid the lock-upgrade deadlock of two writers; secure_delete overwrites freed pages, so a
+# destroyed data key does not linger in the file.
+_SQLITE_OPTIONS = {
+    "init_command": (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;"
+        " PRAGMA busy_timeout=10000;"
+    ),
+    "transaction_mode": "IMMEDIATE",
+}
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'platform.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = _SQLITE_OPTIONS
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+STATIC_URL = "static/"
+
+# Request size limits of the tenant API, documented in README.md ("Limits").
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("PLATFORM_MAX_REQUEST_BYTES", 4 * 1024 * 1024, minimum=1024)
+FEEDBACK_MAX_BATCH = env_int("PLATFORM_FEEDBACK_MAX_BATCH", 1000, minimum=1)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "tenants.api.authentication.ApiKeyAuthentication",
+        "tenants.api.authentication.ConsoleSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["tenants.api.permissions.IsOrgMember"],
+    "DEFAULT_PARSER_CLASSES": ["tenants.api.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "tenants.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Organization specialization platform — tenant API",
+    "DESCRIPTION": (
+        "Record interactions and feedback, manage the organization's privacy policy, keys and "
+        "members. Authenticate with `Authorization: Bearer <api_key>`."
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Master keys wrap each organization's data key: "id:base64key,id:base64key", current first.
+# Older entries stay only until `rotate_keys` has rewrapped every data key under the current one.
+MASTER_KEYS = env_str("PLATFORM_MASTER_KEYS", None) or _embedded_secret("master_keys")
+# How long a retired data key outlives the last re-encryption pass, so that a write that read
+# the old key just before rotation has committed before the key is destroyed.
+KEY_ROTATION_GRACE_SECONDS = env_int("PLATFORM_KEY_ROTATION_GRACE_SECONDS", 5, minimum=0)
+
+# The embedded broker is a folder: it needs no server and works across processes.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+_BROKER_DIR = DATA_DIR / "broker"
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(_BROKER_DIR / "queue"),
+        "data_folder_out": str(_BROKER_DIR / "queue"),
+        "processed_folder": str(_BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {}
+)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE = {
+    "purge-expired-content": {
+        "task": "tenants.tasks.purge_expired_content",
+        "schedule": crontab(minute=17),
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,17 @@
+"""Production settings: PostgreSQL, a real broker and secrets, all from the environment.
+
+Importing this module fails with the missing variable's name unless each is set, so a
+misconfigured deployment never silently falls back to the embedded default.
+"""
+
+from controlplane.env import env_bool, env_str
+
+for _required in ("DJANGO_SECRET_KEY", "PLATFORM_MASTER_KEYS", "DATABASE_URL", "CELERY_BROKER_URL"):
+    env_str(_required)
+
+from controlplane.settings.base import *  # noqa: E402,F403
+
+DEBUG = False
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

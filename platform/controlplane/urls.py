@@ -1,0 +1,10 @@
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+urlpatterns = [
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/v1/", include("tenants.api.urls")),
+]
+
+handler404 = "tenants.api.errors.not_found_view"
+handler500 = "tenants.api.errors.server_error_view"

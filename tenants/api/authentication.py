@@ -1,0 +1,43 @@
+"""How callers prove who they are: bearer API keys (software) and sessions (the console).
+
+Both resolve to a `Principal` in `request.auth`: the organization and the role every view
+and service works with. `request.user` is not used for authorization.
+"""
+
+from rest_framework import authentication, exceptions
+
+from tenants.organizations import api_key_authenticate, membership_principal
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request):
+        parts = authentication.get_authorization_header(request).split()
+        if not parts or parts[0].lower() != b"bearer":
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("The Authorization header must be 'Bearer <api_key>'.")
+        try:
+            raw_key = parts[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("An API key is ASCII text.") from None
+        principal = api_key_authenticate(raw_key)
+        if principal is None:
+            raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
+        return (None, principal)
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="api"'
+
+
+class ConsoleSessionAuthentication(authentication.SessionAuthentication):
+    """A logged-in console user acts in the organization chosen in their session (or their only one)."""
+
+    def authenticate(self, request):
+        result = super().authenticate(request)
+        if result is None:
+            return None
+        user = result[0]
+        principal = membership_principal(user=user, org_id=request._request.session.get("org_id"))
+        if principal is None:
+            raise exceptions.AuthenticationFailed("Choose an organization you are a member of.")
+        return (user, principal)

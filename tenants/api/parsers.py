@@ -1,0 +1,28 @@
+"""A strict JSON parser: a size limit, exact UTF-8, standard JSON, clear messages for each."""
+
+import json
+
+from django.conf import settings
+from rest_framework import exceptions, parsers
+
+from tenants.api.errors import RequestTooLarge
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class StrictJSONParser(parsers.JSONParser):
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise RequestTooLarge(f"The request body is larger than {limit} bytes. Split the batch.")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise exceptions.ParseError(f"The request body is not valid UTF-8 (byte {error.start}).") from None
+        try:
+            return json.loads(text, parse_constant=_reject_constant)
+        except ValueError as error:
+            raise exceptions.ParseError(f"Malformed JSON: {error}.") from None

@@ -1,0 +1,183 @@
+"""Request and response shapes of the tenant API. Requests reject unknown fields: a typo in a
+field name is an error, not a silently ignored setting."""
+
+from rest_framework import serializers
+
+from tenants import recording
+from tenants.models import FeedbackEvent, Role
+
+
+class StrictSerializer(serializers.Serializer):
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = set(data) - set(self.fields)
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
+        return super().to_internal_value(data)
+
+
+# Organization, members, keys, audit -------------------------------------------------------
+
+class OrganizationSerializer(serializers.Serializer):
+    org = serializers.CharField(source="slug")
+    name = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class OrganizationDeleteSerializer(StrictSerializer):
+    confirm = serializers.CharField(help_text="The organization's slug, to confirm deletion.")
+
+
+class MemberSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    email = serializers.EmailField(source="user.email")
+    role = serializers.ChoiceField(choices=Role.choices)
+    created_at = serializers.DateTimeField()
+
+
+class MemberCreateSerializer(StrictSerializer):
+    email = serializers.EmailField()
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class MemberRoleSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+
+
+class ApiKeySerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    role = serializers.ChoiceField(choices=Role.choices)
+    prefix = serializers.CharField(help_text="The key's first characters, to tell keys apart.")
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class ApiKeyCreateSerializer(StrictSerializer):
+    name = serializers.CharField(max_length=100)
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER)
+
+
+class ApiKeyCreatedSerializer(ApiKeySerializer):
+    key = serializers.CharField(help_text="The key itself. Shown this once; only its hash is kept.")
+
+
+class AuditEventSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    actor = serializers.CharField()
+    action = serializers.CharField()
+    target = serializers.CharField()
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+
+
+# Privacy policy ------------------------------------------------------------------------------
+
+class PrivacyPolicySerializer(StrictSerializer):
+    training_enabled = serializers.BooleanField(required=False, help_text="Train this organization's adapter on its data. Off by default.")
+    store_content = serializers.BooleanField(required=False, help_text="Off is zero-retention mode: metrics and feedback only, never text; turning it off purges stored text.")
+    retention_days = serializers.IntegerField(required=False, min_value=1, max_value=3650, help_text="Recorded content older than this is purged.")
+    redact = serializers.BooleanField(required=False, help_text="Replace secrets and PII before anything is stored.")
+
+
+# Recording -----------------------------------------------------------------------------------
+
+class MessageSerializer(StrictSerializer):
+    role = serializers.ChoiceField(choices=["system", "user", "assistant", "tool"])
+    content = serializers.CharField(allow_blank=True, max_length=200_000, trim_whitespace=False)
+
+
+class InteractionCreateSerializer(StrictSerializer):
+    messages = MessageSerializer(many=True, allow_empty=False, max_length=256)
+    completion = serializers.CharField(allow_blank=True, max_length=200_000, trim_whitespace=False)
+    adapter = serializers.CharField(allow_null=True, required=False, max_length=100, help_text="The adapter version that served it, or null for the base model.")
+    task_id = serializers.UUIDField(required=False, allow_null=True, help_text="The background task this interaction belongs to.")
+    latency_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
+
+
+class CreatedSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+
+
+class InteractionSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    created_at = serializers.DateTimeField()
+    source = serializers.CharField()
+    adapter = serializers.CharField(allow_null=True)
+    task_id = serializers.UUIDField(allow_null=True)
+    end_user = serializers.CharField(allow_null=True)
+    latency_ms = serializers.FloatField(allow_null=True)
+    prompt_tokens = serializers.IntegerField(allow_null=True)
+    completion_tokens = serializers.IntegerField(allow_null=True)
+    redactions = serializers.IntegerField()
+    content_purged_at = serializers.DateTimeField(allow_null=True)
+    messages = serializers.SerializerMethodField()
+    completion = serializers.SerializerMethodField()
+
+    def to_representation(self, instance):
+        # Decrypt once per row, not once per content field.
+        self._content = recording.interaction_content(interaction=instance) or {}
+        return super().to_representation(instance)
+
+    def get_messages(self, instance) -> list[dict] | None:
+        return self._content.get("messages")
+
+    def get_completion(self, instance) -> str | None:
+        return self._content.get("completion")
+
+
+class FeedbackEventInSerializer(serializers.Serializer):
+    """Documents one event of POST /feedback; the events are parsed by tenants.feedback."""
+
+    interaction_id = serializers.UUIDField()
+    type = serializers.ChoiceField(choices=sorted(FeedbackEvent.Type.values))
+    idempotency_key = serializers.CharField(max_length=200, help_text="Unique per event; a replay with the same key is stored once.")
+    value = serializers.FloatField(required=False, allow_null=True, help_text="Required for task_outcome (0 to 1).")
+    occurred_at = serializers.DateTimeField(required=False, help_text="ISO 8601 with a time zone; defaults to the time received.")
+
+
+class FeedbackBatchSerializer(serializers.Serializer):
+    events = FeedbackEventInSerializer(many=True, help_text="1 to PLATFORM_FEEDBACK_MAX_BATCH (default 1000) events.")
+
+
+class FeedbackItemResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["created", "duplicate"])
+    id = serializers.UUIDField()
+
+
+class FeedbackBatchResultSerializer(serializers.Serializer):
+    created = serializers.IntegerField()
+    duplicates = serializers.IntegerField()
+    results = FeedbackItemResultSerializer(many=True)
+
+
+class FeedbackEventSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    interaction_id = serializers.UUIDField(allow_null=True)
+    task_id = serializers.UUIDField(allow_null=True)
+    type = serializers.CharField()
+    value = serializers.FloatField(allow_null=True)
+    idempotency_key = serializers.CharField()
+    occurred_at = serializers.DateTimeField()
+    received_at = serializers.DateTimeField()
+
+
+class TaskCreateSerializer(StrictSerializer):
+    pass
+
+
+class TaskSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    created_at = serializers.DateTimeField()
+    outcome = serializers.FloatField(allow_null=True)
+    outcome_at = serializers.DateTimeField(allow_null=True)
+    interactions = serializers.IntegerField()
+
+
+class TaskOutcomeSerializer(StrictSerializer):
+    value = serializers.FloatField(min_value=0.0, max_value=1.0)
+    idempotency_key = serializers.CharField(max_length=200)

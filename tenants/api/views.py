@@ -1,0 +1,280 @@
+"""Tenant API views: each validates its input, calls one service and serializes the result.
+
+Every view works in `request.auth.org`, the caller's organization; objects are looked up
+through services that take that organization, so another organization's id is a 404.
+"""
+
+import json
+
+from django.conf import settings
+from django.http import StreamingHttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tenants import export, feedback, organizations, privacy, recording
+from tenants.audit import audit_record
+from tenants.api import serializers as s
+from tenants.errors import InvalidInput
+from tenants.models import ApiKey, AuditEvent, FeedbackEvent, Interaction, Membership, Role
+
+
+class Page(CursorPagination):
+    """Cursor pages stay correct while new rows arrive, unlike offsets."""
+
+    page_size = 100
+    page_size_query_param = "limit"
+    max_page_size = 1000
+
+
+def _paginated(view: APIView, request, queryset, serializer_class, ordering: str) -> Response:
+    paginator = Page()
+    paginator.ordering = ordering
+    page = paginator.paginate_queryset(queryset, request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+
+
+def _valid(serializer_class, request):
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+ERRORS = {
+    400: OpenApiResponse(description="Invalid input; `error.details` names each problem."),
+    404: OpenApiResponse(description="No such object in this organization."),
+}
+
+
+# Organization -------------------------------------------------------------------------------
+
+class OrganizationView(APIView):
+    roles = {"DELETE": Role.OWNER}
+
+    @extend_schema(responses=s.OrganizationSerializer)
+    def get(self, request):
+        return Response(s.OrganizationSerializer(request.auth.org).data)
+
+    @extend_schema(request=s.OrganizationDeleteSerializer, responses={204: None, **ERRORS})
+    def delete(self, request):
+        org = request.auth.org
+        if _valid(s.OrganizationDeleteSerializer, request)["confirm"] != org.slug:
+            raise InvalidInput(f"To delete the organization, send {{\"confirm\": \"{org.slug}\"}}.")
+        organizations.org_delete(org=org)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class PrivacyPolicyView(APIView):
+    roles = {"PUT": Role.ADMIN}
+
+    @extend_schema(responses=s.PrivacyPolicySerializer)
+    def get(self, request):
+        return Response(s.PrivacyPolicySerializer(privacy.policy_get(org=request.auth.org)).data)
+
+    @extend_schema(request=s.PrivacyPolicySerializer, responses={200: s.PrivacyPolicySerializer, **ERRORS},
+                   description="Change any of the fields; those left out stay as they are. Every change is audited.")
+    def put(self, request):
+        changes = _valid(s.PrivacyPolicySerializer, request)
+        policy = privacy.policy_update(org=request.auth.org, changes=changes, actor=request.auth.actor)
+        return Response(s.PrivacyPolicySerializer(policy).data)
+
+
+class AuditLogView(APIView):
+    @extend_schema(responses=s.AuditEventSerializer(many=True))
+    def get(self, request):
+        events = AuditEvent.objects.for_org(request.auth.org)
+        return _paginated(self, request, events, s.AuditEventSerializer, "-at")
+
+
+class MemberListView(APIView):
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(responses=s.MemberSerializer(many=True))
+    def get(self, request):
+        members = Membership.objects.for_org(request.auth.org).select_related("user").order_by("pk")
+        return Response(s.MemberSerializer(members, many=True).data)
+
+    @extend_schema(request=s.MemberCreateSerializer, responses={201: s.MemberSerializer, **ERRORS})
+    def post(self, request):
+        data = _valid(s.MemberCreateSerializer, request)
+        member = organizations.member_add(org=request.auth.org, email=data["email"], role=data["role"], by=request.auth)
+        return Response(s.MemberSerializer(member).data, status=status.HTTP_201_CREATED)
+
+
+class MemberView(APIView):
+    roles = {"PATCH": Role.ADMIN, "DELETE": Role.ADMIN}
+
+    @extend_schema(responses={200: s.MemberSerializer, **ERRORS})
+    def get(self, request, member_id):
+        return Response(s.MemberSerializer(organizations.membership_get(org=request.auth.org, member_id=member_id)).data)
+
+    @extend_schema(request=s.MemberRoleSerializer, responses={200: s.MemberSerializer, **ERRORS})
+    def patch(self, request, member_id):
+        member = organizations.membership_get(org=request.auth.org, member_id=member_id)
+        role = _valid(s.MemberRoleSerializer, request)["role"]
+        return Response(s.MemberSerializer(organizations.member_set_role(membership=member, role=role, by=request.auth)).data)
+
+    @extend_schema(responses={204: None, **ERRORS})
+    def delete(self, request, member_id):
+        member = organizations.membership_get(org=request.auth.org, member_id=member_id)
+        organizations.member_remove(membership=member, by=request.auth)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ApiKeyListView(APIView):
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(responses=s.ApiKeySerializer(many=True))
+    def get(self, request):
+        return Response(s.ApiKeySerializer(ApiKey.objects.for_org(request.auth.org).order_by("created_at"), many=True).data)
+
+    @extend_schema(request=s.ApiKeyCreateSerializer, responses={201: s.ApiKeyCreatedSerializer, **ERRORS})
+    def post(self, request):
+        data = _valid(s.ApiKeyCreateSerializer, request)
+        if not request.auth.can(data["role"]):
+            raise InvalidInput(f"A {request.auth.role} cannot create a key with the {data['role']} role.")
+        api_key, raw_key = organizations.api_key_create(org=request.auth.org, name=data["name"], role=data["role"], actor=request.auth.actor)
+        api_key.key = raw_key
+        return Response(s.ApiKeyCreatedSerializer(api_key).data, status=status.HTTP_201_CREATED)
+
+
+class ApiKeyView(APIView):
+    roles = {"DELETE": Role.ADMIN}
+
+    @extend_schema(responses={200: s.ApiKeySerializer, **ERRORS})
+    def get(self, request, key_id):
+        return Response(s.ApiKeySerializer(organizations.api_key_get(org=request.auth.org, key_id=key_id)).data)
+
+    @extend_schema(responses={200: s.ApiKeySerializer, **ERRORS}, description="Revoke the key; it stops working at once.")
+    def delete(self, request, key_id):
+        api_key = organizations.api_key_get(org=request.auth.org, key_id=key_id)
+        return Response(s.ApiKeySerializer(organizations.api_key_revoke(api_key=api_key, by=request.auth)).data)
+
+
+# Recording ----------------------------------------------------------------------------------
+
+class InteractionListView(APIView):
+    @extend_schema(responses=s.InteractionSerializer(many=True))
+    def get(self, request):
+        interactions = Interaction.objects.for_org(request.auth.org).select_related("org")
+        return _paginated(self, request, interactions, s.InteractionSerializer, "-created_at")
+
+    @extend_schema(request=s.InteractionCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
+                   description="Record an interaction served outside the gateway.")
+    def post(self, request):
+        data = _valid(s.InteractionCreateSerializer, request)
+        org = request.auth.org
+        task = recording.task_get(org=org, task_id=data["task_id"]) if data.get("task_id") else None
+        interaction = recording.interaction_record(
+            org=org,
+            content=recording.InteractionContent(messages=[dict(m) for m in data["messages"]], completion=data["completion"]),
+            source=Interaction.Source.API,
+            adapter=data.get("adapter"),
+            task=task,
+            latency_ms=data.get("latency_ms"),
+        )
+        return Response({"id": str(interaction.pk)}, status=status.HTTP_201_CREATED)
+
+
+class InteractionView(APIView):
+    roles = {"DELETE": Role.ADMIN}
+
+    @extend_schema(responses={200: s.InteractionSerializer, **ERRORS})
+    def get(self, request, interaction_id):
+        return Response(s.InteractionSerializer(recording.interaction_get(org=request.auth.org, interaction_id=interaction_id)).data)
+
+    @extend_schema(responses={204: None, **ERRORS}, description="Erase the interaction, its content and its feedback.")
+    def delete(self, request, interaction_id):
+        interaction = recording.interaction_get(org=request.auth.org, interaction_id=interaction_id)
+        recording.interaction_erase(interaction=interaction, actor=request.auth.actor)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class FeedbackView(APIView):
+    @extend_schema(responses=s.FeedbackEventSerializer(many=True))
+    def get(self, request):
+        events = FeedbackEvent.objects.for_org(request.auth.org)
+        return _paginated(self, request, events, s.FeedbackEventSerializer, "-received_at")
+
+    @extend_schema(
+        request=s.FeedbackBatchSerializer,
+        responses={200: s.FeedbackBatchResultSerializer, **ERRORS,
+                   409: OpenApiResponse(description="An idempotency key was reused for a different event.")},
+        description=(
+            "Report feedback events in a batch. The batch is atomic: if any event is invalid, names an "
+            "interaction this organization does not have, or reuses an idempotency key for a different "
+            "event, nothing is stored and `error.details` lists each offending event by index. "
+            "Replays (same idempotency key, same event) are stored once and reported as duplicates."
+        ),
+    )
+    def post(self, request):
+        if not isinstance(request.data, dict) or set(request.data) != {"events"}:
+            raise InvalidInput('The body must be {"events": [...]}.')
+        events = feedback.feedback_parse(request.data["events"], max_batch=settings.FEEDBACK_MAX_BATCH)
+        results = feedback.feedback_ingest(org=request.auth.org, events=events)
+        created = sum(result.status == "created" for result in results)
+        return Response({
+            "created": created,
+            "duplicates": len(results) - created,
+            "results": [{"index": r.index, "status": r.status, "id": str(r.id)} for r in results],
+        })
+
+
+class TaskListView(APIView):
+    @extend_schema(responses=s.TaskSerializer(many=True))
+    def get(self, request):
+        return _paginated(self, request, recording.tasks_of(org=request.auth.org), s.TaskSerializer, "-created_at")
+
+    @extend_schema(request=s.TaskCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
+                   description="Open a background task; pass its id with each gateway call and report its outcome later.")
+    def post(self, request):
+        _valid(s.TaskCreateSerializer, request)
+        return Response({"id": str(recording.task_create(org=request.auth.org).pk)}, status=status.HTTP_201_CREATED)
+
+
+class TaskView(APIView):
+    @extend_schema(responses={200: s.TaskSerializer, **ERRORS})
+    def get(self, request, task_id):
+        return Response(s.TaskSerializer(recording.task_get(org=request.auth.org, task_id=task_id)).data)
+
+
+class TaskOutcomeView(APIView):
+    @extend_schema(request=s.TaskOutcomeSerializer,
+                   responses={201: s.FeedbackEventSerializer, 200: s.FeedbackEventSerializer, **ERRORS,
+                              409: OpenApiResponse(description="The task already has a different outcome.")},
+                   description="Report a background task's outcome (0 to 1) once; a replay with the same key answers 200.")
+    def post(self, request, task_id):
+        task = recording.task_get(org=request.auth.org, task_id=task_id)
+        data = _valid(s.TaskOutcomeSerializer, request)
+        event, created = recording.task_outcome_record(task=task, value=data["value"], idempotency_key=data["idempotency_key"])
+        return Response(s.FeedbackEventSerializer(event).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+# Export -------------------------------------------------------------------------------------
+
+EXPORT_SERIALIZERS = {
+    "organization": s.OrganizationSerializer,
+    "privacy_policy": s.PrivacyPolicySerializer,
+    "member": s.MemberSerializer,
+    "api_key": s.ApiKeySerializer,
+    "audit_event": s.AuditEventSerializer,
+    "task": s.TaskSerializer,
+    "interaction": s.InteractionSerializer,
+    "feedback": s.FeedbackEventSerializer,
+}
+
+
+class ExportView(APIView):
+    roles = {"GET": Role.ADMIN}
+
+    @extend_schema(responses={(200, "application/x-ndjson"): OpenApiResponse(
+        description="One JSON object per line, each with a `kind`: organization, privacy_policy, member, "
+                    "api_key, audit_event, task, interaction (with its decrypted content), feedback.")})
+    def get(self, request):
+        org = request.auth.org
+        audit_record(org=org, actor=request.auth.actor, action="organization.export")
+        rows = export.org_export_rows(org=org, tasks=recording.tasks_of(org=org))
+        lines = (json.dumps({"kind": kind, **EXPORT_SERIALIZERS[kind](row).data}, default=str) + "\n" for kind, row in rows)
+        return StreamingHttpResponse(lines, content_type="application/x-ndjson")

@@ -1,0 +1,26 @@
+"""Domain errors of the tenants services. The API maps each to an HTTP status (api/errors.py)."""
+
+
+class DomainError(Exception):
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, details=None):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidInput(DomainError):
+    code = "invalid_request"
+
+
+class NotFound(DomainError):
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    code = "conflict"
+
+
+class Forbidden(DomainError):
+    code = "forbidden"

@@ -1,0 +1,200 @@
+"""Feedback ingestion: batches of events, idempotent, all-or-nothing.
+
+A batch is validated whole before anything is written. If any event is invalid, refers to
+something this organization does not have, or reuses an idempotency key for a different event,
+nothing of the batch is stored and the error lists each offending event by index. Otherwise
+every event is stored exactly once: a replayed key (the same event delivered again, minutes or
+days later) is reported as a duplicate and not stored again.
+
+Parsing is hand-written rather than a DRF serializer: it is the hot path of the platform
+(thousands of events a second) and a serializer costs more than the database write.
+"""
+
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from tenants.errors import Conflict, InvalidInput, NotFound
+from tenants.models import FeedbackEvent, Interaction, Organization
+
+EVENT_TYPES = frozenset(FeedbackEvent.Type.values)
+EVENT_FIELDS = frozenset({"interaction_id", "type", "idempotency_key", "value", "occurred_at"})
+MAX_KEY_LENGTH = 200
+# Clients' clocks drift; an event stamped further in the future than this is a bug upstream.
+MAX_CLOCK_SKEW = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class FeedbackIn:
+    type: str
+    idempotency_key: str
+    interaction_id: uuid.UUID
+    value: float | None = None
+    occurred_at: datetime | None = None
+
+    def same_event_as(self, stored) -> bool:
+        return (
+            self.type == stored.type
+            and self.interaction_id == stored.interaction_id
+            and self.value == stored.value
+        )
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    index: int
+    status: str  # "created" or "duplicate"
+    id: uuid.UUID
+
+
+def feedback_parse(items, *, max_batch: int) -> list[FeedbackIn]:
+    """Validate a batch's raw JSON events, raising InvalidInput that lists every bad event."""
+    if not isinstance(items, list):
+        raise InvalidInput("'events' must be a list of feedback events.")
+    if not items:
+        raise InvalidInput("'events' is empty: send at least one event.")
+    if len(items) > max_batch:
+        raise InvalidInput(f"A batch holds at most {max_batch} events; this one has {len(items)}. Split it.")
+    now = timezone.now()
+    parsed, errors = [], []
+    for index, item in enumerate(items):
+        try:
+            parsed.append(_parse_event(item, now))
+        except ValueError as error:
+            errors.append({"index": index, "message": str(error)})
+    if errors:
+        raise InvalidInput(f"{len(errors)} of {len(items)} events are invalid; nothing was stored.", details=errors)
+    return parsed
+
+
+def _parse_event(item, now: datetime) -> FeedbackIn:
+    if not isinstance(item, dict):
+        raise ValueError("An event must be a JSON object.")
+    unknown = item.keys() - EVENT_FIELDS
+    if unknown:
+        raise ValueError(f"Unknown field(s): {', '.join(sorted(map(str, unknown)))}.")
+    event_type = item.get("type")
+    if event_type not in EVENT_TYPES:
+        raise ValueError(f"'type' must be one of {', '.join(sorted(EVENT_TYPES))}; got {event_type!r}.")
+    interaction_id = _optional_uuid(item, "interaction_id")
+    if interaction_id is None:
+        raise ValueError("'interaction_id' is required (a background task's outcome goes to POST /api/v1/tasks/<id>/outcome).")
+    value = _optional_number(item, "value")
+    if event_type == FeedbackEvent.Type.TASK_OUTCOME and (value is None or not 0.0 <= value <= 1.0):
+        raise ValueError("A task_outcome needs a 'value' between 0 and 1.")
+    return FeedbackIn(
+        type=event_type,
+        idempotency_key=_idempotency_key(item.get("idempotency_key")),
+        interaction_id=interaction_id,
+        value=value,
+        occurred_at=_occurred_at(item.get("occurred_at"), now),
+    )
+
+
+def _optional_uuid(item: dict, field: str) -> uuid.UUID | None:
+    raw = item.get(field)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ValueError(f"'{field}' must be a string id.")
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise ValueError(f"'{field}' is not a valid id: {raw[:80]!r}.") from None
+
+
+def _optional_number(item: dict, field: str) -> float | None:
+    raw = item.get(field)
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        raise ValueError(f"'{field}' must be a finite number.")
+    return float(raw)
+
+
+def _idempotency_key(raw) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError("'idempotency_key' is required: a non-empty string unique to this event.")
+    if len(raw) > MAX_KEY_LENGTH:
+        raise ValueError(f"'idempotency_key' is longer than {MAX_KEY_LENGTH} characters.")
+    if not raw.isprintable():
+        raise ValueError("'idempotency_key' must be printable text.")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("'idempotency_key' is not valid Unicode (lone surrogate).") from None
+    return raw
+
+
+def _occurred_at(raw, now: datetime) -> datetime:
+    if raw is None:
+        return now
+    if not isinstance(raw, str):
+        raise ValueError("'occurred_at' must be an ISO 8601 time string.")
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        raise ValueError(f"'occurred_at' is not an ISO 8601 time: {raw[:40]!r}.") from None
+    if when.tzinfo is None:
+        raise ValueError("'occurred_at' needs a time zone (e.g. '2026-01-31T12:00:00Z').")
+    if when > now + MAX_CLOCK_SKEW:
+        raise ValueError("'occurred_at' is in the future.")
+    return when
+
+
+def feedback_ingest(*, org: Organization, events: list[FeedbackIn]) -> list[ItemResult]:
+    """Store a parsed batch once. Safe to call concurrently with the same batch: the loser of
+    the race on the idempotency constraint retries and finds the winner's rows."""
+    try:
+        return _ingest(org, events)
+    except IntegrityError:
+        return _ingest(org, events)
+
+
+def _ingest(org: Organization, events: list[FeedbackIn]) -> list[ItemResult]:
+    with transaction.atomic():
+        _require_targets_exist(org, events)
+        stored = {
+            event.idempotency_key: event
+            for event in FeedbackEvent.objects.for_org(org)
+            .filter(idempotency_key__in={e.idempotency_key for e in events})
+            .only("id", "idempotency_key", "type", "interaction_id", "value")
+        }
+        now = timezone.now()
+        results, new_rows, conflicts = [], [], []
+        for index, event in enumerate(events):
+            previous = stored.get(event.idempotency_key)
+            if previous is not None:
+                if not event.same_event_as(previous):
+                    conflicts.append({"index": index, "message": f"idempotency_key {event.idempotency_key!r} was used for a different event."})
+                    continue
+                results.append(ItemResult(index, "duplicate", previous.id))
+                continue
+            row = FeedbackEvent(
+                id=uuid.uuid4(), org=org, interaction_id=event.interaction_id,
+                type=event.type, value=event.value, idempotency_key=event.idempotency_key,
+                occurred_at=event.occurred_at or now, received_at=now,
+            )
+            stored[event.idempotency_key] = row  # a key repeated within the batch is a duplicate too
+            new_rows.append(row)
+            results.append(ItemResult(index, "created", row.id))
+        if conflicts:
+            raise Conflict(f"{len(conflicts)} events reuse an idempotency key for a different event; nothing was stored.", details=conflicts)
+        FeedbackEvent.objects.bulk_create(new_rows)
+    return results
+
+
+def _require_targets_exist(org: Organization, events: list[FeedbackIn]) -> None:
+    wanted = {event.interaction_id for event in events}
+    found = set(Interaction.objects.for_org(org).filter(pk__in=wanted).values_list("pk", flat=True))
+    missing = [
+        {"index": index, "message": f"No interaction {event.interaction_id} in this organization."}
+        for index, event in enumerate(events)
+        if event.interaction_id not in found
+    ]
+    if missing:
+        raise NotFound(f"{len(missing)} events name an interaction this organization does not have; nothing was stored.", details=missing)

@@ -1,0 +1,199 @@
+"""Organizations and everything recorded for them.
+
+Every table below `Organization` carries an `org` foreign key and a `TenantManager`
+(tenants/scoping.py), so each read names the organization it is for. Content (prompts,
+completions, logprobs) is stored only as ciphertext under the organization's data key.
+"""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from tenants.scoping import TenantManager
+
+
+class Role(models.TextChoices):
+    OWNER = "owner"
+    ADMIN = "admin"
+    VIEWER = "viewer"
+
+
+ROLE_RANK = {Role.VIEWER: 0, Role.ADMIN: 1, Role.OWNER: 2}
+
+
+def role_at_least(role: str, needed: str) -> bool:
+    return ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
+
+
+class Organization(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=63, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "user"], name="one_membership_per_user")]
+
+
+class ApiKey(models.Model):
+    """A bearer key. Only its SHA-256 is kept: keys are 256-bit random, so a slow hash adds
+    nothing, and a fast one keeps authentication to one indexed lookup."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    prefix = models.CharField(max_length=16)  # shown in lists so admins can tell keys apart
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.CharField(max_length=200)  # the actor, as in the audit log
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True)
+    revoked_at = models.DateTimeField(null=True)
+
+    objects = TenantManager()
+
+
+class PrivacyPolicy(models.Model):
+    org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="privacy_policy")
+    # No training on a customer's data unless they opt in.
+    training_enabled = models.BooleanField(default=False)
+    # Off is zero-retention mode: metrics and feedback only, never text.
+    store_content = models.BooleanField(default=True)
+    retention_days = models.PositiveIntegerField(default=30)
+    redact = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()
+
+    FIELDS = ("training_enabled", "store_content", "retention_days", "redact")
+
+    def as_dict(self) -> dict:
+        return {field: getattr(self, field) for field in self.FIELDS}
+
+
+class AuditEvent(models.Model):
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_events")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=64)
+    target = models.CharField(max_length=200, blank=True)
+    before = models.JSONField(null=True)
+    after = models.JSONField(null=True)
+
+    objects = TenantManager()
+
+
+class DataKey(models.Model):
+    """One version of an organization's data key, wrapped by a master key.
+
+    Ciphertexts name the version that sealed them, so reads keep working while `rotate_keys`
+    re-encrypts; only the newest version is `active` for writes.
+    """
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="data_keys")
+    version = models.PositiveIntegerField()
+    wrapped = models.BinaryField()
+    master_key_id = models.CharField(max_length=64)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "version"], name="one_data_key_per_version"),
+            models.UniqueConstraint(
+                fields=["org"], condition=models.Q(active=True), name="one_active_data_key"
+            ),
+        ]
+
+
+class BackgroundTask(models.Model):
+    """A long-running agent task: many interactions, one outcome that arrives much later."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="background_tasks")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = TenantManager()
+
+
+class Interaction(models.Model):
+    """One completion. Metrics are plaintext; `content` is ciphertext or NULL (never stored,
+    purged by retention, or erased)."""
+
+    class Source(models.TextChoices):
+        GATEWAY = "gateway"
+        API = "api"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="interactions")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    source = models.CharField(max_length=10, choices=Source.choices)
+    adapter = models.CharField(max_length=100, null=True)  # served name, e.g. "acme@v3"; null: base
+    task = models.ForeignKey(BackgroundTask, on_delete=models.SET_NULL, null=True, related_name="interactions")
+    end_user = models.CharField(max_length=200, null=True)
+    latency_ms = models.FloatField(null=True)
+    prompt_tokens = models.PositiveIntegerField(null=True)
+    completion_tokens = models.PositiveIntegerField(null=True)
+    redactions = models.PositiveIntegerField(default=0)
+    content = models.BinaryField(null=True)
+    content_key_version = models.PositiveIntegerField(null=True)
+    content_purged_at = models.DateTimeField(null=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["org", "created_at"]),
+            models.Index(fields=["org", "content_key_version"]),
+        ]
+
+
+class FeedbackEvent(models.Model):
+    class Type(models.TextChoices):
+        EDIT_ACCEPTED = "edit_accepted"
+        EDIT_REJECTED = "edit_rejected"
+        EDIT_PERSISTED = "edit_persisted"
+        EDIT_REVERTED = "edit_reverted"
+        DISSATISFIED_FOLLOWUP = "dissatisfied_followup"
+        CLARIFICATION_ANSWERED = "clarification_answered"
+        TOOL_CALL_INVALID = "tool_call_invalid"
+        INTERRUPTED = "interrupted"
+        TASK_OUTCOME = "task_outcome"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="feedback_events")
+    interaction = models.ForeignKey(Interaction, on_delete=models.CASCADE, null=True, related_name="feedback_events")
+    task = models.ForeignKey(BackgroundTask, on_delete=models.CASCADE, null=True, related_name="feedback_events")
+    type = models.CharField(max_length=32, choices=Type.choices)
+    value = models.FloatField(null=True)
+    idempotency_key = models.CharField(max_length=200)
+    occurred_at = models.DateTimeField()
+    received_at = models.DateTimeField(db_index=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org", "idempotency_key"], name="feedback_idempotent_per_org"),
+            models.CheckConstraint(
+                condition=models.Q(interaction__isnull=False) | models.Q(task__isnull=False),
+                name="feedback_is_about_something",
+            ),
+        ]
+        indexes = [models.Index(fields=["org", "received_at"])]

@@ -1,0 +1,191 @@
+"""Organizations, their members and API keys."""
+
+import hashlib
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from tenants import keys
+from tenants.audit import audit_record
+from tenants.errors import Conflict, Forbidden, InvalidInput, NotFound
+from tenants.models import ApiKey, Membership, Organization, PrivacyPolicy, Role, role_at_least
+
+log = logging.getLogger(__name__)
+
+KEY_PREFIX = "osk_"
+# Writing last_used_at on every request would turn each read into a write.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling, on behalf of which organization, with which rights."""
+
+    org: Organization
+    role: str
+    actor: str  # "key:<prefix>" or "user:<email>", as written in the audit log
+
+    def can(self, role: str) -> bool:
+        return role_at_least(self.role, role)
+
+
+def _unique_slug(name: str) -> str:
+    base = slugify(name)[:50] or "org"
+    slug, n = base, 1
+    while Organization.objects.filter(slug=slug).exists():
+        n += 1
+        slug = f"{base}-{n}"
+    return slug
+
+
+def org_create(*, name: str, owner_email: str, policy: dict | None = None) -> tuple[Organization, str]:
+    """Create an organization with its owner, privacy policy, data key and an owner API key.
+
+    Returns the organization and the key in clear: it is shown once and never again.
+    """
+    name, owner_email = name.strip(), owner_email.strip().lower()
+    if not name:
+        raise InvalidInput("An organization needs a name.")
+    if "@" not in owner_email:
+        raise InvalidInput(f"{owner_email!r} is not an email address.")
+    with transaction.atomic():
+        org = Organization.objects.create(slug=_unique_slug(name), name=name)
+        PrivacyPolicy.objects.create(org=org, **(policy or {}))
+        keys.data_key_create(org=org)
+        owner = user_for_email(owner_email)
+        Membership.objects.create(org=org, user=owner, role=Role.OWNER)
+        actor = f"user:{owner_email}"
+        audit_record(org=org, actor=actor, action="organization.create", after={"name": name, "owner": owner_email})
+        _, raw_key = api_key_create(org=org, name="owner key", role=Role.OWNER, actor=actor)
+    return org, raw_key
+
+
+def org_delete(*, org: Organization) -> None:
+    """Delete an organization and everything of it, destroying its data keys first.
+
+    The keys go in their own committed transaction before any row is deleted: if deletion
+    fails half-way, what is left is already unreadable.
+    """
+    keys.org_keys_shred(org=org)
+    with transaction.atomic():
+        Organization.objects.filter(pk=org.pk).delete()
+    log.info("Deleted organization %s", org.slug)
+
+
+def user_for_email(email: str):
+    User = get_user_model()
+    user, created = User.objects.get_or_create(username=email, defaults={"email": email})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+def member_add(*, org: Organization, email: str, role: str, by: Principal) -> Membership:
+    _require_can_grant(by, role)
+    user = user_for_email(email.strip().lower())
+    if Membership.objects.for_org(org).filter(user=user).exists():
+        raise Conflict(f"{user.email} is already a member.")
+    membership = Membership.objects.create(org=org, user=user, role=role)
+    audit_record(org=org, actor=by.actor, action="member.add", target=user.email, after={"role": role})
+    return membership
+
+
+def member_set_role(*, membership: Membership, role: str, by: Principal) -> Membership:
+    _require_can_grant(by, role)
+    _require_can_grant(by, membership.role)
+    if membership.role == Role.OWNER and role != Role.OWNER:
+        _require_another_owner(membership)
+    before = membership.role
+    membership.role = role
+    membership.save(update_fields=["role"])
+    audit_record(org=membership.org, actor=by.actor, action="member.role", target=membership.user.email,
+                 before={"role": before}, after={"role": role})
+    return membership
+
+
+def member_remove(*, membership: Membership, by: Principal) -> None:
+    _require_can_grant(by, membership.role)
+    if membership.role == Role.OWNER:
+        _require_another_owner(membership)
+    membership.delete()
+    audit_record(org=membership.org, actor=by.actor, action="member.remove", target=membership.user.email,
+                 before={"role": membership.role})
+
+
+def _require_can_grant(by: Principal, role: str) -> None:
+    if not by.can(Role.ADMIN) or not by.can(role):
+        raise Forbidden(f"A {by.role} cannot grant or change the role {role}.")
+
+
+def _require_another_owner(membership: Membership) -> None:
+    owners = Membership.objects.for_org(membership.org).filter(role=Role.OWNER).exclude(pk=membership.pk)
+    if not owners.exists():
+        raise Conflict("An organization keeps at least one owner.")
+
+
+def _hash(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+def api_key_create(*, org: Organization, name: str, role: str, actor: str) -> tuple[ApiKey, str]:
+    raw_key = KEY_PREFIX + secrets.token_urlsafe(32)
+    api_key = ApiKey.objects.create(
+        org=org, name=name, role=role, prefix=raw_key[:12], key_hash=_hash(raw_key), created_by=actor
+    )
+    audit_record(org=org, actor=actor, action="api_key.create", target=api_key.prefix, after={"name": name, "role": role})
+    return api_key, raw_key
+
+
+def api_key_revoke(*, api_key: ApiKey, by: Principal) -> ApiKey:
+    _require_can_grant(by, api_key.role)
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+        audit_record(org=api_key.org, actor=by.actor, action="api_key.revoke", target=api_key.prefix)
+    return api_key
+
+
+def api_key_authenticate(raw_key: str) -> Principal | None:
+    """The principal a bearer key stands for, or None for an unknown or revoked key."""
+    if not raw_key.startswith(KEY_PREFIX):
+        return None
+    # Authentication is the one lookup that cannot know the organization in advance.
+    api_key = ApiKey.objects.across_orgs().select_related("org").filter(key_hash=_hash(raw_key), revoked_at__isnull=True).first()
+    if api_key is None:
+        return None
+    now = timezone.now()
+    if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.for_org(api_key.org).filter(pk=api_key.pk).update(last_used_at=now)
+    return Principal(org=api_key.org, role=api_key.role, actor=f"key:{api_key.prefix}")
+
+
+def membership_principal(*, user, org_id=None) -> Principal | None:
+    """The principal of a console user: their membership in the chosen (or only) organization."""
+    memberships = Membership.objects.across_orgs().select_related("org").filter(user=user)
+    if org_id is not None:
+        memberships = memberships.filter(org_id=org_id)
+    found = list(memberships[:2])
+    if len(found) != 1:
+        return None
+    return Principal(org=found[0].org, role=found[0].role, actor=f"user:{user.email}")
+
+
+def api_key_get(*, org: Organization, key_id) -> ApiKey:
+    api_key = ApiKey.objects.for_org(org).filter(pk=key_id).first()
+    if api_key is None:
+        raise NotFound("No such API key.")
+    return api_key
+
+
+def membership_get(*, org: Organization, member_id) -> Membership:
+    membership = Membership.objects.for_org(org).select_related("user", "org").filter(pk=member_id).first()
+    if membership is None:
+        raise NotFound("No such member.")
+    return membership

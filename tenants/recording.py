@@ -1,0 +1,122 @@
+"""Recording interactions and background tasks, under each organization's privacy policy."""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.utils import timezone
+
+from tenants import keys, redaction
+from tenants.audit import audit_record
+from tenants.errors import Conflict, NotFound
+from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
+
+
+@dataclass(frozen=True)
+class InteractionContent:
+    messages: list[dict]
+    completion: str
+    logprobs: list | None = None  # per completion token, as served; kept with the text it describes
+
+
+def policy_of(org: Organization) -> PrivacyPolicy:
+    return PrivacyPolicy.objects.for_org(org).get()
+
+
+def interaction_record(
+    *,
+    org: Organization,
+    content: InteractionContent,
+    source: str,
+    adapter: str | None = None,
+    task: BackgroundTask | None = None,
+    end_user: str | None = None,
+    latency_ms: float | None = None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+) -> Interaction:
+    """Store one completion: metrics always, content only if the policy keeps it.
+
+    Redaction happens before encryption, so a secret never reaches the database even as
+    ciphertext; in zero-retention mode the text is dropped here and never written anywhere.
+    """
+    policy = policy_of(org)
+    interaction = Interaction(
+        org=org, source=source, adapter=adapter, task=task, end_user=end_user,
+        latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+    )
+    if policy.store_content:
+        messages, completion = content.messages, content.completion
+        if policy.redact:
+            messages, found_in_messages = redaction.redact_messages(messages)
+            redacted = redaction.redact(completion)
+            completion = redacted.text
+            interaction.redactions = found_in_messages + len(redacted.findings)
+        payload = {"messages": messages, "completion": completion}
+        if content.logprobs is not None:
+            payload["logprobs"] = content.logprobs
+        keys.interaction_content_seal(interaction=interaction, payload=payload)
+    interaction.save(force_insert=True)
+    return interaction
+
+
+def interaction_get(*, org: Organization, interaction_id) -> Interaction:
+    interaction = Interaction.objects.for_org(org).select_related("org").filter(pk=interaction_id).first()
+    if interaction is None:
+        raise NotFound(f"No interaction {interaction_id} in this organization.")
+    return interaction
+
+
+def interaction_content(*, interaction: Interaction) -> dict | None:
+    return keys.interaction_content_open(interaction=interaction)
+
+
+def interaction_erase(*, interaction: Interaction, actor: str) -> None:
+    """Erase one interaction with its content and the feedback about it."""
+    with transaction.atomic():
+        interaction.delete()
+        audit_record(org=interaction.org, actor=actor, action="interaction.erase", target=str(interaction.pk))
+
+
+def task_create(*, org: Organization) -> BackgroundTask:
+    return BackgroundTask.objects.create(org=org)
+
+
+def tasks_of(*, org: Organization):
+    """The organization's tasks with their outcome (if it arrived) and number of interactions."""
+    outcome = FeedbackEvent.objects.for_org(org).filter(task=OuterRef("pk"), type=FeedbackEvent.Type.TASK_OUTCOME)
+    return BackgroundTask.objects.for_org(org).annotate(
+        outcome=Subquery(outcome.values("value")[:1]),
+        outcome_at=Subquery(outcome.values("received_at")[:1]),
+        interactions=Count("interactions"),
+    )
+
+
+def task_get(*, org: Organization, task_id) -> BackgroundTask:
+    task = tasks_of(org=org).filter(pk=task_id).first()
+    if task is None:
+        raise NotFound(f"No task {task_id} in this organization.")
+    return task
+
+
+def task_outcome_record(*, task: BackgroundTask, value: float, idempotency_key: str) -> tuple[FeedbackEvent, bool]:
+    """Record a task's one outcome. Returns the event and whether it was new.
+
+    A replay with the same key is answered with the stored event; a different outcome for a
+    task that already has one is a conflict, not an overwrite.
+    """
+    org = task.org
+    with transaction.atomic():
+        existing = FeedbackEvent.objects.for_org(org).filter(idempotency_key=idempotency_key).first()
+        if existing is not None:
+            if existing.task_id != task.pk or existing.type != FeedbackEvent.Type.TASK_OUTCOME or existing.value != value:
+                raise Conflict(f"Idempotency key {idempotency_key!r} was already used for a different event.")
+            return existing, False
+        if FeedbackEvent.objects.for_org(org).filter(task=task, type=FeedbackEvent.Type.TASK_OUTCOME).exists():
+            raise Conflict(f"Task {task.pk} already has an outcome.")
+        now = timezone.now()
+        event = FeedbackEvent.objects.create(
+            org=org, task=task, type=FeedbackEvent.Type.TASK_OUTCOME, value=value,
+            idempotency_key=idempotency_key, occurred_at=now, received_at=now,
+        )
+    return event, True

@@ -1,0 +1,590 @@
+"""Replace secrets and personal data in code-like text before it is stored.
+
+Pure Python (no Django). ``redact(text)`` returns the text with every finding
+replaced by ``[REDACTED:<kind>]`` plus the findings, as offsets into the
+original text. Overlapping findings merge into one; the merged finding takes
+the most sensitive kind (order of ``KINDS``).
+
+What is detected
+----------------
+``private_key``
+    PEM / OpenSSH / PGP / PuTTY private keys. detect-secrets' PrivateKeyDetector
+    finds the ``BEGIN ... PRIVATE KEY`` header; we extend the span over the whole
+    block (to the matching END line, or over the base64 body when it is cut off),
+    because the header alone is not the secret.
+``api_key``, ``token``
+    Vendor credentials found by detect-secrets' regex detectors (AWS, Azure
+    storage, Stripe, SendGrid, OpenAI, Mailchimp, Twilio, Square, IBM, SoftLayer,
+    Cloudant, Artifactory; GitHub, GitLab, Slack, Discord, Telegram, npm, PyPI,
+    JWT), plus a few formats detect-secrets 1.5 lacks (``_EXTRA_SECRET_PATTERNS``:
+    GitHub fine-grained PATs, Google/Anthropic/Hugging Face keys, Stripe test keys,
+    ``Bearer``/``Basic`` credentials, ``*_token = <value>`` assignments).
+``url_credentials``
+    The password in ``scheme://user:password@host`` (detect-secrets BasicAuthDetector).
+``password``
+    Literal values assigned to secret-sounding names (``password``, ``secret``,
+    ``api_key`` ...), using detect-secrets' KeywordDetector patterns for quoted
+    values (code) and for unquoted ones (YAML, .env, INI), then filtered: see
+    ``_is_secret_value``.
+``email``, ``ip_address``
+    Regex, addresses validated with the stdlib ``ipaddress``.
+``phone``
+    ``phonenumbers.PhoneNumberMatcher`` (default region ``PHONE_REGION``).
+
+What is not, and why
+--------------------
+* detect-secrets' high-entropy detectors (Base64/Hex): on code they fire on git
+  hashes, lock-file digests, base64 data URIs and test fixtures; see
+  ``benchmarks/redaction_recall.py --entropy`` for the measured rate.
+* Its IPPublicDetector: replaced by our IPv4+IPv6 handling below.
+* Placeholders and references are not secrets: ``None``, ``changeme``,
+  ``<your-key>``, ``${VAR}``, ``{{ var }}``, ``os.environ[...]``, ``settings.X``,
+  bare identifiers (``password = user_password``) and type names
+  (``password: str``).
+* Loopback, unspecified, link-local, multicast, reserved and documentation IP
+  addresses (``127.0.0.1``, ``0.0.0.0``, ``::1``, ``192.0.2.x`` ...). A dotted quad
+  right after a version cue (``v``, ``==``, ``>=``, ``version``, ``release`` ...)
+  is a version, not an address; a bare ``1.2.3.4`` *is* redacted, since it cannot
+  be told apart from an address.
+* Digit runs without separators (``4155552671`` is more often an id than a phone
+  number in code), dates, timestamps, line numbers, hex hashes and UUIDs.
+* Names, postal addresses, passwords in prose or CLI flags such as ``-pSECRET``.
+
+Text that already contains ``[REDACTED:<kind>]`` markers is left alone around
+them, so ``redact`` is idempotent. Nothing here touches detect-secrets' global
+settings or network verification: we call the plugins' regexes and
+``analyze_string`` directly, never ``analyze_line`` (which consults global
+settings and may call ``verify()`` over the network).
+"""
+
+from __future__ import annotations
+
+import bisect
+import ipaddress
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import phonenumbers
+from detect_secrets.filters import heuristic
+from detect_secrets.plugins import keyword
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.cloudant import CloudantDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.softlayer import SoftlayerDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+__all__ = ["KINDS", "Finding", "Redacted", "redact", "redact_messages"]
+
+# Most sensitive first: when findings overlap, the merged one keeps the first kind.
+KINDS = (
+    "private_key",
+    "api_key",
+    "token",
+    "url_credentials",
+    "password",
+    "email",
+    "phone",
+    "ip_address",
+)
+PHONE_REGION = "US"  # region for numbers written without a +country code
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    start: int  # offsets into the original text
+    end: int
+
+
+@dataclass(frozen=True)
+class Redacted:
+    text: str
+    findings: tuple[Finding, ...]
+
+
+def redact(text: str) -> Redacted:
+    """Replace every secret and PII span in ``text`` by ``[REDACTED:<kind>]``."""
+    scan = _Scan(_mask_markers(text))
+    findings = _merge(_drop_marker_overlaps(_detect(scan), text))
+    return Redacted(_replace(text, findings), tuple(findings))
+
+
+def redact_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Redact the ``content`` of OpenAI-style chat messages; other keys are kept as is."""
+    redacted: list[dict[str, Any]] = []
+    count = 0
+    for message in messages:
+        content, found = _redact_content(message.get("content"))
+        redacted.append({**message, "content": content} if "content" in message else dict(message))
+        count += found
+    return redacted, count
+
+
+def _redact_content(content: Any) -> tuple[Any, int]:
+    if isinstance(content, str):
+        result = redact(content)
+        return result.text, len(result.findings)
+    if not isinstance(content, list):
+        return content, 0  # None, or a shape we do not know: leave it untouched
+    parts: list[Any] = []
+    count = 0
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            result = redact(part["text"])
+            parts.append({**part, "text": result.text})
+            count += len(result.findings)
+        else:
+            parts.append(part)
+    return parts, count
+
+
+# --------------------------------------------------------------------------- #
+# Scan state: the text (markers masked) and a line index, shared by detectors. #
+# --------------------------------------------------------------------------- #
+
+_MARKER_RE = re.compile(r"\[REDACTED:[a-z_]+\]")
+
+
+def _mask_markers(text: str) -> str:
+    # Same length, so offsets hold; NUL is neither a word char nor whitespace, so
+    # no detector can read a keyword out of "[REDACTED:password]" on a second pass.
+    return _MARKER_RE.sub(lambda m: "\0" * len(m.group()), text)
+
+
+class _Scan:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line_at(self, pos: int) -> tuple[int, str]:
+        """The line holding ``pos`` (without its line break) and its start offset."""
+        i = bisect.bisect_right(self._line_starts, pos) - 1
+        start = self._line_starts[i]
+        end = self._line_starts[i + 1] - 1 if i + 1 < len(self._line_starts) else len(self.text)
+        return start, self.text[start:end].rstrip("\r")
+
+
+def _detect(scan: _Scan) -> Iterator[Finding]:
+    yield from _private_keys(scan)
+    yield from _plugin_secrets(scan)
+    yield from _extra_secrets(scan)
+    yield from _keyword_passwords(scan)
+    yield from _emails(scan)
+    yield from _ip_addresses(scan)
+    yield from _phones(scan)
+
+
+# --------------------------------------------------------------------------- #
+# Secrets from detect-secrets plugins                                          #
+# --------------------------------------------------------------------------- #
+
+_PLUGIN_KINDS: tuple[tuple[RegexBasedDetector, str], ...] = (
+    (AWSKeyDetector(), "api_key"),
+    (AzureStorageKeyDetector(), "api_key"),
+    (ArtifactoryDetector(), "api_key"),
+    (CloudantDetector(), "api_key"),
+    (IbmCloudIamDetector(), "api_key"),
+    (IbmCosHmacDetector(), "api_key"),
+    (MailchimpDetector(), "api_key"),
+    (OpenAIDetector(), "api_key"),
+    (SendGridDetector(), "api_key"),
+    (SoftlayerDetector(), "api_key"),
+    (SquareOAuthDetector(), "api_key"),
+    (StripeDetector(), "api_key"),
+    (TwilioKeyDetector(), "api_key"),
+    (GitHubTokenDetector(), "token"),
+    (GitLabTokenDetector(), "token"),
+    (SlackDetector(), "token"),
+    (DiscordBotTokenDetector(), "token"),
+    (TelegramBotTokenDetector(), "token"),
+    (NpmDetector(), "token"),
+    (PypiTokenDetector(), "token"),
+    (JwtTokenDetector(), "token"),
+    (BasicAuthDetector(), "url_credentials"),
+)
+# Characters a token may continue with past what a plugin's regex reported:
+# some plugins report a prefix only (GitHub's regex captures just "ghp"; JWT's
+# ends in a lazy quantifier and drops the signature).
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*")
+_EDGE_NOISE = " \t\"'`=:"
+
+
+def _plugin_secrets(scan: _Scan) -> Iterator[Finding]:
+    # Plugins are line-based and report values, not positions. Their regexes do not
+    # cross line breaks, so we run them over the whole text (one C-level pass each,
+    # far cheaper than per line) for positions, and keep a match only when the
+    # plugin's own analyze_string() reports that value for the line (JWT, for one,
+    # filters its regex matches there).
+    for plugin, kind in _PLUGIN_KINDS:
+        reported: dict[int, frozenset[str]] = {}  # per call: never cache secrets globally
+        for regex in plugin.denylist:
+            for match in regex.finditer(scan.text):
+                for value, start, end in _findall_items(match):
+                    line_start, line = scan.line_at(start)
+                    if line_start not in reported:
+                        reported[line_start] = frozenset(plugin.analyze_string(line))
+                    if value in reported[line_start]:
+                        yield _token_finding(scan.text, kind, start, end)
+
+
+def _findall_items(match: re.Match[str]) -> Iterator[tuple[str, int, int]]:
+    """What ``re.findall`` would report for this match (as analyze_string sees it), with spans."""
+    if not match.re.groups:
+        yield match.group(), match.start(), match.end()
+        return
+    for group in range(1, match.re.groups + 1):
+        value = match.group(group)
+        if value:
+            yield value, match.start(group), match.end(group)
+
+
+def _token_finding(text: str, kind: str, start: int, end: int) -> Finding:
+    while start < end and text[start] in _EDGE_NOISE:
+        start += 1
+    while end > start and text[end - 1] in _EDGE_NOISE:
+        end -= 1
+    tail = _TOKEN_TAIL.match(text, end)
+    return Finding(kind, start, tail.end() if tail else end)
+
+
+# Formats detect-secrets 1.5 does not know; each is a fixed vendor prefix or an
+# explicit credential context, so they stay precise on code. Group 1 = the secret.
+_EXTRA_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,})"), "token"),
+    (re.compile(r"\b(hf_[A-Za-z0-9]{30,})\b"), "token"),
+    (re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})"), "api_key"),
+    (re.compile(r"\b(sk-ant-[a-z]+\d*-[A-Za-z0-9_\-]{40,})"), "api_key"),
+    (re.compile(r"\b([sr]k_test_[0-9a-zA-Z]{24,})"), "api_key"),
+    (re.compile(r"\b(?:Bearer|Basic)\s+([A-Za-z0-9\-._~+/]{16,}=*)"), "token"),
+    (
+        RegexBasedDetector.build_assignment_regex(
+            prefix_regex=r"(?:access|auth|api|bearer|refresh|session|bot|app|personal|client|secret)",
+            secret_keyword_regex=r"token",
+            secret_regex=r"([A-Za-z0-9_\-.~+/=]{16,})",
+        ),
+        "token",
+    ),
+)
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
+def _extra_secrets(scan: _Scan) -> Iterator[Finding]:
+    for regex, kind in _EXTRA_SECRET_PATTERNS:
+        for match in regex.finditer(scan.text):
+            value = match.group(1)
+            # Contexts like "Bearer <x>" also hold references (Bearer self.token_value).
+            if _has_letters_and_digits(value) and not _DOTTED_NAME.fullmatch(value):
+                yield Finding(kind, match.start(1), match.end(1))
+
+
+def _has_letters_and_digits(value: str) -> bool:
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+# --------------------------------------------------------------------------- #
+# Private key blocks                                                           #
+# --------------------------------------------------------------------------- #
+
+_KEY_HEADERS = (*PrivateKeyDetector.denylist, re.compile(r"BEGIN ENCRYPTED PRIVATE KEY"))
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PUTTY_END = re.compile(r"Private-MAC: *[0-9a-fA-F]+")
+# Body of a key cut off before its END line: base64, line breaks (also escaped
+# ones, as in a JSON string) and PEM headers.
+_KEY_BODY = re.compile(r"(?:[A-Za-z0-9+/=\s]|\\[nr]|(?:Proc-Type|DEK-Info|Comment):[^\n]*)*")
+_MAX_KEY_CHARS = 20_000
+
+
+def _private_keys(scan: _Scan) -> Iterator[Finding]:
+    text = scan.text
+    for regex in _KEY_HEADERS:
+        for match in regex.finditer(text):
+            start = match.start()
+            dashes = text.rfind("-----", max(0, start - 5), start)
+            start = dashes if dashes != -1 else start
+            yield Finding("private_key", start, _key_end(text, match))
+
+
+def _key_end(text: str, header: re.Match[str]) -> int:
+    end_re = _PUTTY_END if header.group().startswith("PuTTY") else _PEM_END
+    found = end_re.search(text, header.end(), header.end() + _MAX_KEY_CHARS)
+    if found:
+        return found.end()
+    body_start = text.find("-----", header.end(), header.end() + 40)
+    body_start = body_start + 5 if body_start != -1 else header.end()
+    body = _KEY_BODY.match(text, body_start)
+    end = body.end() if body else body_start
+    while end > body_start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+# --------------------------------------------------------------------------- #
+# Passwords: detect-secrets KeywordDetector patterns, then our value filters   #
+# --------------------------------------------------------------------------- #
+
+_KEYWORD_PATTERNS: tuple[tuple[re.Pattern[str], int], ...] = tuple(
+    {
+        **keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,  # code: password = "..."
+        **keyword.CONFIG_DENYLIST_REGEX_TO_GROUP,  # YAML/.env/INI: password: ...
+        **keyword.COMMON_C_DENYLIST_REGEX_TO_GROUP,  # char password[] = "..."
+        **keyword.C_PLUS_PLUS_REGEX_TO_GROUP,  # std::string secret("...")
+    }.items()
+)
+# Python annotated defaults, which none of the patterns above read:
+# def connect(password: str = "hunter2")
+_ANNOTATED_DEFAULT = re.compile(
+    r"""(?:%s)\w*\s*:\s*[\w\[\]., |]+?=\s*(['"])([^'"\n]+)\1""" % "|".join(keyword.DENYLIST),
+    re.IGNORECASE,
+)
+_KEYWORD_WORD = re.compile(keyword.DENYLIST_REGEX, re.IGNORECASE)
+_KEY_CHARS = re.compile(r"[\w\-]*")
+# Names that hold something *about* a secret, not the secret itself.
+_NOT_A_VALUE_KEY = re.compile(
+    r"(?:name|ref|id|ids|path|file|filename|dir|type|arn|env|var|field|label|prompt|hint|help|"
+    r"text|message|msg|error|placeholder|policy|length|len|min|max|count|url|uri|manager|provider|"
+    r"store|backend|hasher|hashers|validators?|reset|changed|expires?|expiry|ttl|timeout|header|"
+    r"selector|input|version|strength|rotation|required|enabled)$",
+    re.IGNORECASE,
+)
+_PLACEHOLDER = re.compile(
+    r"(?:none|null|nil|undefined|true|false|yes|no|empty|string|str|bytes|int|"
+    r"changeme|change[_\-]?me|password|passwd|secret|pass|pwd|example|sample|dummy|fake|"
+    r"placeholder|redacted|hidden|masked|todo|tbd|fixme|xxx+|x+|\*+|\.+|-+|_+|"
+    r"your[_\- ].*|.*[_\-]here|<.*>|\{.*\}|\$.*|%\(?\w*\)?s|%s|\?+|"
+    r"os\.environ.*|process\.env.*|env\(.*|getenv.*|settings\..*|config\..*)",
+    re.IGNORECASE,
+)
+_UNQUOTED_CUT = re.compile(r"[\s;,&]")
+_MIN_QUOTED = 4
+_MIN_UNQUOTED = 6
+_QUOTES = "\"'`"
+
+
+def _keyword_passwords(scan: _Scan) -> Iterator[Finding]:
+    seen_lines: set[int] = set()
+    for hit in _KEYWORD_WORD.finditer(scan.text):
+        line_start, line = scan.line_at(hit.start())
+        if line_start in seen_lines:
+            continue
+        seen_lines.add(line_start)
+        for start, end in _keyword_values(line):
+            yield Finding("password", line_start + start, line_start + end)
+
+
+def _keyword_values(line: str) -> Iterator[tuple[int, int]]:
+    for regex, group in (*_KEYWORD_PATTERNS, (_ANNOTATED_DEFAULT, 2)):
+        for match in regex.finditer(line):
+            span = _value_span(line, match.start(group), match.end(group))
+            if span and _is_secret_value(line, match, span):
+                yield span
+
+
+def _value_span(line: str, start: int, end: int) -> tuple[int, int] | None:
+    """The value's span: whole if quoted, else its first token (the rest is code or a comment)."""
+    if _is_quoted(line, start, end):
+        return start, end
+    cut = _UNQUOTED_CUT.search(line, start, end)
+    end = cut.start() if cut else end
+    while end > start and line[end - 1] in ")]}>\"'`":
+        end -= 1
+    return (start, end) if end > start else None
+
+
+def _is_quoted(line: str, start: int, end: int) -> bool:
+    return 0 < start and end < len(line) and line[start - 1] in _QUOTES and line[end] == line[start - 1]
+
+
+def _is_secret_value(line: str, match: re.Match[str], span: tuple[int, int]) -> bool:
+    start, end = span
+    value = line[start:end]
+    if _NOT_A_VALUE_KEY.search(_key_name(line, match, span)):
+        return False
+    if _PLACEHOLDER.fullmatch(value.strip()) or _looks_like_detect_secrets_false_positive(value):
+        return False
+    if _is_quoted(line, start, end):
+        return len(value) >= _MIN_QUOTED
+    return _is_unquoted_secret(value)
+
+
+def _looks_like_detect_secrets_false_positive(value: str) -> bool:
+    return (
+        heuristic.is_templated_secret(value)
+        or heuristic.is_prefixed_with_dollar_sign(value)
+        or heuristic.is_sequential_string(value)
+        or heuristic.is_not_alphanumeric_string(value)
+    )
+
+
+def _is_unquoted_secret(value: str) -> bool:
+    # Unquoted values in code are mostly expressions: calls, subscripts, attribute
+    # paths, plain identifiers, paths. A literal secret has a digit or a symbol.
+    if len(value) < _MIN_UNQUOTED or any(c in value for c in "()[]{}<>"):
+        return False
+    if value.startswith(("/", "./", "~/", "\\")) or _DOTTED_NAME.fullmatch(value):
+        return False
+    return not re.fullmatch(r"[A-Za-z_]+", value)
+
+
+def _key_name(line: str, match: re.Match[str], value: tuple[int, int]) -> str:
+    """The full identifier holding the keyword (e.g. ``DB_PASSWORD_FILE``)."""
+    for hit in _KEYWORD_WORD.finditer(line, match.start(), match.end()):
+        if value[0] <= hit.start() < value[1]:
+            continue  # the keyword is inside the value ("secret": "my-secret-1")
+        left = hit.start()
+        while left > 0 and (line[left - 1].isalnum() or line[left - 1] in "_-"):
+            left -= 1
+        right = _KEY_CHARS.match(line, hit.start())
+        return line[left : right.end() if right else hit.end()]
+    return ""
+
+
+# --------------------------------------------------------------------------- #
+# PII: email, IP address, phone                                                #
+# --------------------------------------------------------------------------- #
+
+_EMAIL = re.compile(
+    r"(?<![\w.%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}"
+    r"@((?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24}))(?![\w\-]|\.[A-Za-z0-9])"
+)
+# "TLDs" that are really file extensions: icon@2x.png, pkg@1.0.0.tgz.
+_FILE_EXTENSION_TLDS = frozenset(
+    "png jpg jpeg gif svg webp ico js mjs ts tsx jsx py pyc css scss json md txt html htm lock "
+    "yml yaml toml cfg ini xml csv tgz gz zip whl tar jar so dll exe sh rb go rs".split()
+)
+
+
+def _emails(scan: _Scan) -> Iterator[Finding]:
+    text = scan.text
+    for match in _EMAIL.finditer(text):
+        if match.group(2).lower() in _FILE_EXTENSION_TLDS or match.group(1).startswith(("self.", "cls.")):
+            continue  # a file name, or Python's matrix multiply: x@self.weight
+        if text.startswith(":", match.end()) or _in_url_authority(text, match.start()):
+            continue  # git@github.com:org/repo (scp syntax), https://user:pw@host
+        yield Finding("email", match.start(), match.end())
+
+
+def _in_url_authority(text: str, pos: int) -> bool:
+    line_start = text.rfind("\n", 0, pos) + 1
+    scheme = text.rfind("://", line_start, pos)
+    return scheme != -1 and not re.search(r"[\s/\"'<>]", text[scheme + 3 : pos])
+
+
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
+_IPV6 = re.compile(r"(?<![\w:.])(?=[0-9A-Fa-f:.]*\d)[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3}(?![\w:])")
+# Immediately before a dotted quad, these make it a version number.
+_VERSION_CUE = re.compile(
+    r"(?:\b[vV]|==|>=|<=|~=|!=|\^|~|\b(?:version|ver|release|build|tag|rev|firmware|fw)\b[\s:=\"']*|\w@)$",
+    re.IGNORECASE,
+)
+_DOCUMENTATION_NETS = tuple(
+    ipaddress.ip_network(net)
+    for net in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
+)
+
+
+def _ip_addresses(scan: _Scan) -> Iterator[Finding]:
+    text = scan.text
+    for regex in (_IPV4, _IPV6):
+        for match in regex.finditer(text):
+            if regex is _IPV4 and _VERSION_CUE.search(text, max(0, match.start() - 12), match.start()):
+                continue
+            if _is_personal_address(match.group()):
+                yield Finding("ip_address", match.start(), match.end())
+
+
+def _is_personal_address(candidate: str) -> bool:
+    try:
+        address = ipaddress.ip_address(candidate)
+    except ValueError:
+        return False
+    return not (
+        address.is_loopback
+        or address.is_unspecified
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved  # also rules out 1:2:3::, a::b, 255.255.255.0
+        or any(address in net for net in _DOCUMENTATION_NETS)
+    )
+
+
+# Cheap candidate finder: the matcher is slow (~0.2 MB/s), so it only sees short
+# windows around runs of 7+ digits with phone punctuation, never whole texts.
+_PHONE_CANDIDATE = re.compile(r"[+(]?\d[\d \t().\-/]{5,24}\d")
+_PHONE_WINDOW = 12
+_PHONE_SEPARATORS = frozenset(" \t().-/")
+
+
+def _phones(scan: _Scan) -> Iterator[Finding]:
+    text = scan.text
+    for candidate in _PHONE_CANDIDATE.finditer(text):
+        if sum(c.isdigit() for c in candidate.group()) < 7:
+            continue
+        line_start, line = scan.line_at(candidate.start())
+        lo = max(line_start, candidate.start() - _PHONE_WINDOW)
+        hi = min(line_start + len(line), candidate.end() + _PHONE_WINDOW)
+        for found in phonenumbers.PhoneNumberMatcher(text[lo:hi], PHONE_REGION):
+            if _looks_like_phone(found.raw_string):
+                yield Finding("phone", lo + found.start, lo + found.end)
+
+
+def _looks_like_phone(raw: str) -> bool:
+    # A national number without any grouping is an id/timestamp far more often.
+    return raw.startswith("+") or any(c in _PHONE_SEPARATORS for c in raw)
+
+
+# --------------------------------------------------------------------------- #
+# Merge and replace                                                            #
+# --------------------------------------------------------------------------- #
+
+_PRIORITY = {kind: rank for rank, kind in enumerate(KINDS)}
+
+
+def _drop_marker_overlaps(findings: Iterable[Finding], text: str) -> list[Finding]:
+    markers = [m.span() for m in _MARKER_RE.finditer(text)]
+    if not markers:
+        return [f for f in findings if f.end > f.start]
+    return [f for f in findings if f.end > f.start and not any(s < f.end and f.start < e for s, e in markers)]
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    merged: list[Finding] = []
+    for finding in sorted(findings, key=lambda f: (f.start, -f.end, _PRIORITY[f.kind])):
+        if merged and finding.start < merged[-1].end:
+            last = merged[-1]
+            kind = min(last.kind, finding.kind, key=_PRIORITY.__getitem__)
+            merged[-1] = Finding(kind, last.start, max(last.end, finding.end))
+        else:
+            merged.append(finding)
+    return merged
+
+
+def _replace(text: str, findings: list[Finding]) -> str:
+    pieces: list[str] = []
+    cursor = 0
+    for finding in findings:
+        pieces.append(text[cursor : finding.start])
+        pieces.append(f"[REDACTED:{finding.kind}]")
+        cursor = finding.end
+    pieces.append(text[cursor:])
+    return "".join(pieces)

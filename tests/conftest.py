@@ -1,0 +1,60 @@
+"""Shared fixtures: two organizations, acme (the owner of the objects under test) and globex
+(the outsider whose identifiers must never reach acme's data, and the other way round)."""
+
+from dataclasses import dataclass
+
+import pytest
+from rest_framework.test import APIClient
+
+from tenants.models import Organization, Role
+from tenants.organizations import api_key_create, org_create
+
+
+@dataclass
+class Tenant:
+    org: Organization
+    key: str  # the owner's key
+    client: APIClient  # authenticated with the owner's key
+
+    def client_with_role(self, role: str) -> APIClient:
+        _, key = api_key_create(org=self.org, name=f"{role} key", role=role, actor="test")
+        return api_client(key)
+
+
+def api_client(key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+def make_tenant(name: str, **policy) -> Tenant:
+    org, key = org_create(name=name, owner_email=f"owner@{name.lower()}.example", policy=policy or None)
+    return Tenant(org=org, key=key, client=api_client(key))
+
+
+@pytest.fixture
+def acme(db) -> Tenant:
+    return make_tenant("Acme", training_enabled=True)
+
+
+@pytest.fixture
+def globex(db) -> Tenant:
+    return make_tenant("Globex")
+
+
+@pytest.fixture
+def viewer(acme) -> APIClient:
+    return acme.client_with_role(Role.VIEWER)
+
+
+@pytest.fixture
+def admin(acme) -> APIClient:
+    return acme.client_with_role(Role.ADMIN)
+
+
+def record(client: APIClient, text: str = "Task: Return the sum of the numbers in a list.", completion: str = "<ask>Which file?</ask>", **extra) -> str:
+    """Record an interaction through the public API and return its id."""
+    body = {"messages": [{"role": "user", "content": text}], "completion": completion, **extra}
+    response = client.post("/api/v1/interactions", body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
