@@ -73,9 +73,10 @@ def interaction_content(*, interaction: Interaction) -> dict | None:
 
 def interaction_erase(*, interaction: Interaction, actor: str) -> None:
     """Erase one interaction with its content and the feedback about it."""
+    erased_id = str(interaction.pk)  # delete() clears pk
     with transaction.atomic():
         interaction.delete()
-        audit_record(org=interaction.org, actor=actor, action="interaction.erase", target=str(interaction.pk))
+        audit_record(org=interaction.org, actor=actor, action="interaction.erase", target=erased_id)
 
 
 def task_create(*, org: Organization) -> BackgroundTask:
@@ -88,7 +89,7 @@ def tasks_of(*, org: Organization):
     return BackgroundTask.objects.for_org(org).annotate(
         outcome=Subquery(outcome.values("value")[:1]),
         outcome_at=Subquery(outcome.values("received_at")[:1]),
-        interactions=Count("interactions"),
+        interaction_count=Count("interactions"),
     )
 
 

@@ -268,18 +268,22 @@ def _token_finding(text: str, kind: str, start: int, end: int) -> Finding:
     return Finding(kind, start, tail.end() if tail else end)
 
 
-# Formats detect-secrets 1.5 does not know; each is a fixed vendor prefix or an
-# explicit credential context, so they stay precise on code. Group 1 = the secret.
-_EXTRA_SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+# Formats detect-secrets 1.5 does not know. Vendor prefixes are precise alone;
+# the context patterns (Bearer, *_token =) also catch references such as
+# "Bearer self.access_token", so their values must look generated (see below).
+# Group 1 is the secret.
+_VENDOR_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,})"), "token"),
     (re.compile(r"\b(hf_[A-Za-z0-9]{30,})\b"), "token"),
     (re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})"), "api_key"),
     (re.compile(r"\b(sk-ant-[a-z]+\d*-[A-Za-z0-9_\-]{40,})"), "api_key"),
     (re.compile(r"\b([sr]k_test_[0-9a-zA-Z]{24,})"), "api_key"),
+)
+_CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:Bearer|Basic)\s+([A-Za-z0-9\-._~+/]{16,}=*)"), "token"),
     (
         RegexBasedDetector.build_assignment_regex(
-            prefix_regex=r"(?:access|auth|api|bearer|refresh|session|bot|app|personal|client|secret)",
+            prefix_regex=r"(?:access|auth|api|bearer|refresh|session|bot|app|personal|client|secret|ci)",
             secret_keyword_regex=r"token",
             secret_regex=r"([A-Za-z0-9_\-.~+/=]{16,})",
         ),
@@ -290,16 +294,20 @@ _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 
 
 def _extra_secrets(scan: _Scan) -> Iterator[Finding]:
-    for regex, kind in _EXTRA_SECRET_PATTERNS:
+    for regex, kind in _VENDOR_PATTERNS:
         for match in regex.finditer(scan.text):
-            value = match.group(1)
-            # Contexts like "Bearer <x>" also hold references (Bearer self.token_value).
-            if _has_letters_and_digits(value) and not _DOTTED_NAME.fullmatch(value):
+            yield Finding(kind, match.start(1), match.end(1))
+    for regex, kind in _CONTEXT_PATTERNS:
+        for match in regex.finditer(scan.text):
+            if _looks_generated(match.group(1)):
                 yield Finding(kind, match.start(1), match.end(1))
 
 
-def _has_letters_and_digits(value: str) -> bool:
-    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+def _looks_generated(value: str) -> bool:
+    """Machine-made credentials mix letters and digits; names and attribute paths do not."""
+    has_digit = any(c.isdigit() for c in value)
+    has_alpha = any(c.isalpha() for c in value)
+    return has_digit and has_alpha and not _DOTTED_NAME.fullmatch(value)
 
 
 # --------------------------------------------------------------------------- #
@@ -375,7 +383,7 @@ _PLACEHOLDER = re.compile(
     r"os\.environ.*|process\.env.*|env\(.*|getenv.*|settings\..*|config\..*)",
     re.IGNORECASE,
 )
-_UNQUOTED_CUT = re.compile(r"[\s;,&]")
+_UNQUOTED_CUT = re.compile(r"[\s;,]|&(?=\w+=)")  # "&" only as a query-string separator
 _MIN_QUOTED = 4
 _MIN_UNQUOTED = 6
 _QUOTES = "\"'`"

@@ -16,6 +16,15 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class Text(serializers.CharField):
+    """A CharField that takes only JSON strings: DRF would turn 5 into "5" and true into "True"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 # Organization, members, keys, audit -------------------------------------------------------
 
 class OrganizationSerializer(serializers.Serializer):
@@ -25,7 +34,7 @@ class OrganizationSerializer(serializers.Serializer):
 
 
 class OrganizationDeleteSerializer(StrictSerializer):
-    confirm = serializers.CharField(help_text="The organization's slug, to confirm deletion.")
+    confirm = Text(help_text="The organization's slug, to confirm deletion.")
 
 
 class MemberSerializer(serializers.Serializer):
@@ -56,7 +65,7 @@ class ApiKeySerializer(serializers.Serializer):
 
 
 class ApiKeyCreateSerializer(StrictSerializer):
-    name = serializers.CharField(max_length=100)
+    name = Text(max_length=100)
     role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER)
 
 
@@ -87,13 +96,13 @@ class PrivacyPolicySerializer(StrictSerializer):
 
 class MessageSerializer(StrictSerializer):
     role = serializers.ChoiceField(choices=["system", "user", "assistant", "tool"])
-    content = serializers.CharField(allow_blank=True, max_length=200_000, trim_whitespace=False)
+    content = Text(allow_blank=True, max_length=200_000, trim_whitespace=False)
 
 
 class InteractionCreateSerializer(StrictSerializer):
     messages = MessageSerializer(many=True, allow_empty=False, max_length=256)
-    completion = serializers.CharField(allow_blank=True, max_length=200_000, trim_whitespace=False)
-    adapter = serializers.CharField(allow_null=True, required=False, max_length=100, help_text="The adapter version that served it, or null for the base model.")
+    completion = Text(allow_blank=True, max_length=200_000, trim_whitespace=False)
+    adapter = Text(allow_null=True, required=False, max_length=100, help_text="The adapter version that served it, or null for the base model.")
     task_id = serializers.UUIDField(required=False, allow_null=True, help_text="The background task this interaction belongs to.")
     latency_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
 
@@ -175,9 +184,9 @@ class TaskSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     outcome = serializers.FloatField(allow_null=True)
     outcome_at = serializers.DateTimeField(allow_null=True)
-    interactions = serializers.IntegerField()
+    interactions = serializers.IntegerField(source="interaction_count")
 
 
 class TaskOutcomeSerializer(StrictSerializer):
     value = serializers.FloatField(min_value=0.0, max_value=1.0)
-    idempotency_key = serializers.CharField(max_length=200)
+    idempotency_key = Text(max_length=200)

@@ -1,0 +1,123 @@
+"""Content is ciphertext at rest, bound to its organization and row, and dies with its key."""
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test import override_settings
+
+from tenants import crypto, keys
+from tenants.models import DataKey, Interaction
+from tenants.organizations import org_delete
+from tests.conftest import record
+
+SECRET_PLAINTEXT = "Task: Return the frobnicated zanzibar of a list."  # a marker found nowhere else
+
+
+def raw_rows_of_every_table() -> list[bytes]:
+    """Every cell of every table as bytes, read with raw SQL, bypassing the ORM."""
+    cells = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names():
+            cursor.execute(f'SELECT * FROM "{table}"')
+            for row in cursor.fetchall():
+                for cell in row:
+                    cells.append(bytes(cell) if isinstance(cell, (bytes, memoryview)) else str(cell).encode())
+    return cells
+
+
+def test_no_recorded_plaintext_is_in_any_table(acme):
+    record(acme.client, text=SECRET_PLAINTEXT, completion="zanzibar frobnication")
+    cells = raw_rows_of_every_table()
+    assert not [cell for cell in cells if b"zanzibar" in cell]
+
+
+def test_the_recorded_content_reads_back_through_the_api(acme):
+    interaction_id = record(acme.client, text=SECRET_PLAINTEXT)
+    body = acme.client.get(f"/api/v1/interactions/{interaction_id}").json()
+    assert body["messages"] == [{"role": "user", "content": SECRET_PLAINTEXT}]
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="reads the SQLite database file")
+@pytest.mark.django_db(transaction=True)  # committed, so that the rows reach the file
+def test_the_database_file_holds_no_plaintext(acme):
+    record(acme.client, text=SECRET_PLAINTEXT)
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = open(connection.settings_dict["NAME"], "rb").read()
+    assert b"owner@acme.example" in raw  # the scan does see committed rows
+    assert b"zanzibar" not in raw
+
+
+def test_ciphertext_does_not_open_in_another_row(acme):
+    first = Interaction.objects.for_org(acme.org).get(pk=record(acme.client))
+    second = Interaction.objects.for_org(acme.org).get(pk=record(acme.client))
+    second.content = first.content  # an attacker with write access swaps ciphertexts
+    with pytest.raises(crypto.DecryptionError):
+        keys.interaction_content_open(interaction=second)
+
+
+def test_ciphertext_does_not_open_in_another_organization(acme, globex):
+    mine = Interaction.objects.for_org(acme.org).get(pk=record(acme.client))
+    theirs = Interaction.objects.for_org(globex.org).get(pk=record(globex.client))
+    theirs.content, theirs.pk = mine.content, mine.pk  # even with the same row id
+    with pytest.raises(crypto.DecryptionError):
+        keys.interaction_content_open(interaction=theirs)
+
+
+def test_after_deleting_an_organization_nothing_of_it_decrypts(acme):
+    interaction = Interaction.objects.for_org(acme.org).select_related("org").get(pk=record(acme.client, text=SECRET_PLAINTEXT))
+    wrapped = [bytes(k.wrapped) for k in DataKey.objects.for_org(acme.org)]
+    org_delete(org=acme.org)
+    assert not Interaction.objects.across_orgs().filter(pk=interaction.pk).exists()
+    # Even a copy of the row (a backup) no longer opens: the key is gone, and no cache keeps it.
+    with pytest.raises(crypto.DecryptionError):
+        keys.interaction_content_open(interaction=interaction)
+    assert not [cell for cell in raw_rows_of_every_table() if any(w in cell for w in wrapped)]
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="reads the SQLite database file")
+@pytest.mark.django_db(transaction=True)  # committed, so that the rows reach the file
+def test_a_deleted_organizations_wrapped_key_leaves_the_database_file(acme):
+    wrapped = bytes(DataKey.objects.for_org(acme.org).get().wrapped)
+    path = connection.settings_dict["NAME"]
+    org_delete(org=acme.org)
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert wrapped not in open(path, "rb").read()
+
+
+def test_rotation_reencrypts_content_and_destroys_the_old_key(acme):
+    interaction_ids = [record(acme.client, text=f"{SECRET_PLAINTEXT} {i}") for i in range(3)]
+    old = DataKey.objects.for_org(acme.org).get()
+    call_command("rotate_keys", org=acme.org.slug, stdout=open("/dev/null", "w"))
+    [new] = DataKey.objects.for_org(acme.org)
+    assert new.version == old.version + 1 and new.active
+    assert set(Interaction.objects.for_org(acme.org).values_list("content_key_version", flat=True)) == {new.version}
+    for i, interaction_id in enumerate(interaction_ids):
+        body = acme.client.get(f"/api/v1/interactions/{interaction_id}").json()
+        assert body["messages"][0]["content"] == f"{SECRET_PLAINTEXT} {i}"
+
+
+def test_writes_during_rotation_use_the_new_key_and_old_rows_still_read(acme):
+    before = record(acme.client, text="before")
+    new = keys.data_key_create(org=acme.org)  # step 1 of a rotation that has not re-encrypted yet
+    during = record(acme.client, text="during")
+    versions = dict(Interaction.objects.for_org(acme.org).values_list("pk", "content_key_version"))
+    assert versions[Interaction.objects.for_org(acme.org).get(pk=during).pk] == new.version
+    assert acme.client.get(f"/api/v1/interactions/{before}").json()["messages"][0]["content"] == "before"
+
+
+def test_rotating_the_master_key_rewraps_every_data_key(acme):
+    import base64
+
+    record(acme.client, text="still readable")
+    old_spec = keys.keyring().current_id + ":" + base64.b64encode(keys.keyring().keys[keys.keyring().current_id]).decode()
+    new_spec = "next-1:" + base64.b64encode(b"n" * 32).decode() + "," + old_spec
+    with override_settings(MASTER_KEYS=new_spec):
+        keys.org_keys_rotate(org=acme.org)
+        assert set(DataKey.objects.for_org(acme.org).values_list("master_key_id", flat=True)) == {"next-1"}
+    # With only the new master key configured, everything still opens.
+    keys._cache.clear()
+    with override_settings(MASTER_KEYS="next-1:" + base64.b64encode(b"n" * 32).decode()):
+        [row] = acme.client.get("/api/v1/interactions").json()["results"]
+        assert row["messages"][0]["content"] == "still readable"

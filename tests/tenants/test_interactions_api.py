@@ -1,0 +1,84 @@
+from tenants.models import AuditEvent, FeedbackEvent, Interaction
+from tests.conftest import record
+
+URL = "/api/v1/interactions"
+
+
+def test_recording_an_interaction_returns_its_id_and_stores_it(acme):
+    body = {
+        "messages": [{"role": "system", "content": "You edit code."}, {"role": "user", "content": "Task: Return the square of a number."}],
+        "completion": '<edit file="core.py">\ndef square_number(n):\n    return n * n\n</edit>',
+        "adapter": "acme@v1",
+        "latency_ms": 87.5,
+    }
+    response = acme.client.post(URL, body, format="json")
+    assert response.status_code == 201
+    stored = acme.client.get(f"{URL}/{response.json()['id']}").json()
+    assert stored["messages"] == body["messages"] and stored["completion"] == body["completion"]
+    assert stored["adapter"] == "acme@v1" and stored["latency_ms"] == 87.5 and stored["source"] == "api"
+
+
+def test_an_interaction_links_to_its_background_task(acme):
+    task_id = acme.client.post("/api/v1/tasks", {}, format="json").json()["id"]
+    interaction_id = record(acme.client, task_id=task_id)
+    assert acme.client.get(f"{URL}/{interaction_id}").json()["task_id"] == task_id
+    assert acme.client.get(f"/api/v1/tasks/{task_id}").json()["interactions"] == 1
+
+
+def test_a_task_of_another_organization_is_404_and_nothing_is_recorded(acme, globex):
+    theirs = globex.client.post("/api/v1/tasks", {}, format="json").json()["id"]
+    response = acme.client.post(URL, {"messages": [{"role": "user", "content": "x"}], "completion": "y", "task_id": theirs}, format="json")
+    assert response.status_code == 404
+    assert Interaction.objects.for_org(acme.org).count() == 0
+
+
+def test_it_rejects_malformed_interactions_naming_the_field(acme):
+    cases = {
+        "messages": {"completion": "y"},
+        "messages.0.role": {"messages": [{"role": "wizard", "content": "x"}], "completion": "y"},
+        "completion": {"messages": [{"role": "user", "content": "x"}], "completion": 5},
+        "latency_ms": {"messages": [{"role": "user", "content": "x"}], "completion": "y", "latency_ms": -1},
+        "prompt": {"messages": [{"role": "user", "content": "x"}], "completion": "y", "prompt": "z"},
+    }
+    for field, body in cases.items():
+        response = acme.client.post(URL, body, format="json")
+        assert response.status_code == 400, field
+        assert response.json()["error"]["message"].startswith(field), response.json()
+    assert Interaction.objects.for_org(acme.org).count() == 0
+
+
+def test_a_nul_character_or_lone_surrogate_in_text_is_rejected(acme):
+    for bad in ('"x\\u0000y"', '"x\\ud800y"'):
+        raw = '{"messages": [{"role": "user", "content": %s}], "completion": "y"}' % bad
+        assert acme.client.post(URL, raw, content_type="application/json").status_code == 400
+    assert Interaction.objects.for_org(acme.org).count() == 0
+
+
+def test_the_list_is_newest_first_in_cursor_pages(acme):
+    ids = [record(acme.client, text=f"prompt {i}") for i in range(5)]
+    first = acme.client.get(URL, {"limit": 2}).json()
+    second = acme.client.get(first["next"]).json()
+    third = acme.client.get(second["next"]).json()
+    seen = [row["id"] for page in (first, second, third) for row in page["results"]]
+    assert seen == list(reversed(ids)) and third["next"] is None
+
+
+def test_erasing_an_interaction_removes_it_with_its_feedback_and_audits_it(acme):
+    interaction_id = record(acme.client)
+    acme.client.post("/api/v1/feedback", {"events": [{"interaction_id": interaction_id, "type": "edit_accepted", "idempotency_key": "k"}]}, format="json")
+    assert acme.client.delete(f"{URL}/{interaction_id}").status_code == 204
+    assert acme.client.get(f"{URL}/{interaction_id}").status_code == 404
+    assert FeedbackEvent.objects.for_org(acme.org).count() == 0
+    assert AuditEvent.objects.for_org(acme.org).filter(action="interaction.erase", target=interaction_id).exists()
+
+
+def test_a_viewer_records_and_reads_but_cannot_erase(acme, viewer):
+    interaction_id = record(viewer)
+    assert viewer.get(f"{URL}/{interaction_id}").status_code == 200
+    assert viewer.delete(f"{URL}/{interaction_id}").status_code == 403
+
+
+def test_an_unknown_id_is_a_json_404(acme):
+    response = acme.client.get(f"{URL}/not-a-uuid")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"

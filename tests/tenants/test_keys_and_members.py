@@ -1,0 +1,100 @@
+from datetime import timedelta
+
+from django.utils import timezone
+
+from tenants.models import ApiKey, AuditEvent, Role
+from tests.conftest import api_client
+
+
+def test_a_new_key_is_shown_once_and_stored_only_as_a_hash(acme):
+    response = acme.client.post("/api/v1/api-keys", {"name": "ci", "role": "viewer"}, format="json")
+    assert response.status_code == 201
+    raw_key = response.json()["key"]
+    stored = ApiKey.objects.for_org(acme.org).get(pk=response.json()["id"])
+    assert raw_key not in (stored.key_hash, stored.prefix) and raw_key.startswith(stored.prefix)
+    listed = acme.client.get("/api/v1/api-keys").json()
+    assert all("key" not in row for row in listed)
+    assert api_client(raw_key).get("/api/v1/privacy-policy").status_code == 200
+
+
+def test_a_revoked_key_stops_working_at_once(acme):
+    created = acme.client.post("/api/v1/api-keys", {"name": "ci"}, format="json").json()
+    assert acme.client.delete(f"/api/v1/api-keys/{created['id']}").json()["revoked_at"] is not None
+    response = api_client(created["key"]).get("/api/v1/privacy-policy")
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == "Unknown or revoked API key."
+
+
+def test_using_a_key_records_when_it_was_last_used(acme):
+    created = acme.client.post("/api/v1/api-keys", {"name": "ci"}, format="json").json()
+    assert created["last_used_at"] is None
+    api_client(created["key"]).get("/api/v1/privacy-policy")
+    assert acme.client.get(f"/api/v1/api-keys/{created['id']}").json()["last_used_at"] is not None
+
+
+def test_last_used_is_written_at_most_once_a_minute(acme):
+    key = ApiKey.objects.for_org(acme.org).get()
+    recent = timezone.now() - timedelta(seconds=5)
+    ApiKey.objects.for_org(acme.org).filter(pk=key.pk).update(last_used_at=recent)
+    acme.client.get("/api/v1/privacy-policy")
+    assert ApiKey.objects.for_org(acme.org).get().last_used_at == recent
+
+
+def test_an_admin_cannot_mint_an_owner_key_or_revoke_one(acme, admin):
+    assert admin.post("/api/v1/api-keys", {"name": "x", "role": "owner"}, format="json").status_code == 400
+    owner_key = ApiKey.objects.for_org(acme.org).get(role=Role.OWNER)
+    assert admin.delete(f"/api/v1/api-keys/{owner_key.pk}").status_code == 403
+
+
+def test_a_viewer_cannot_mint_keys(viewer):
+    assert viewer.post("/api/v1/api-keys", {"name": "x"}, format="json").status_code == 403
+
+
+def test_malformed_keys_and_headers_are_401(db):
+    for header in ("Bearer", "Bearer a b", "Bearer osk_nope", "Bearer \u00e9"):
+        client = api_client("x")
+        client.credentials(HTTP_AUTHORIZATION=header)
+        assert client.get("/api/v1/privacy-policy").status_code == 401, header
+
+
+def test_members_are_added_with_roles_and_audited(acme):
+    response = acme.client.post("/api/v1/members", {"email": "dev@acme.example", "role": "viewer"}, format="json")
+    assert response.status_code == 201
+    member_id = response.json()["id"]
+    assert acme.client.patch(f"/api/v1/members/{member_id}", {"role": "admin"}, format="json").json()["role"] == "admin"
+    assert acme.client.delete(f"/api/v1/members/{member_id}").status_code == 204
+    actions = set(AuditEvent.objects.for_org(acme.org).values_list("action", flat=True))
+    assert {"member.add", "member.role", "member.remove"} <= actions
+
+
+def test_adding_a_member_twice_is_a_conflict(acme):
+    acme.client.post("/api/v1/members", {"email": "dev@acme.example", "role": "viewer"}, format="json")
+    assert acme.client.post("/api/v1/members", {"email": "dev@acme.example", "role": "admin"}, format="json").status_code == 409
+
+
+def test_the_last_owner_cannot_be_removed_or_demoted(acme):
+    [owner] = acme.client.get("/api/v1/members").json()
+    assert acme.client.delete(f"/api/v1/members/{owner['id']}").status_code == 409
+    assert acme.client.patch(f"/api/v1/members/{owner['id']}", {"role": "viewer"}, format="json").status_code == 409
+
+
+def test_an_admin_cannot_make_owners(acme, admin):
+    assert admin.post("/api/v1/members", {"email": "x@acme.example", "role": "owner"}, format="json").status_code == 403
+
+
+def test_a_console_user_acts_in_their_organization(acme):
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_login(get_user_model().objects.get(email="owner@acme.example"))
+    assert client.get("/api/v1/organization").json()["org"] == acme.org.slug
+
+
+def test_a_console_user_without_membership_is_refused(db):
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_login(get_user_model().objects.create(username="stranger@x.example", email="stranger@x.example"))
+    assert client.get("/api/v1/organization").status_code in (401, 403)

@@ -1,0 +1,68 @@
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tenants.models import DataKey, Interaction, Organization, PrivacyPolicy
+from tests.conftest import api_client, record
+
+
+def create_org(*args) -> dict:
+    out = StringIO()
+    call_command("create_org", *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_create_org_prints_the_org_and_an_owner_key(db):
+    created = create_org("--name", "Acme Corp", "--owner-email", "Boss@Acme.example")
+    assert set(created) == {"org", "api_key"} and created["org"] == "acme-corp"
+    client = api_client(created["api_key"])
+    assert client.get("/api/v1/members").json()[0] | {"id": 0, "created_at": 0} == {
+        "id": 0, "email": "boss@acme.example", "role": "owner", "created_at": 0
+    }
+
+
+def test_create_org_takes_privacy_options(db):
+    created = create_org("--name", "Acme", "--owner-email", "a@acme.example", "--training-enabled", "--no-store-content", "--retention-days", "7")
+    policy = PrivacyPolicy.objects.for_org(Organization.objects.get(slug=created["org"])).get()
+    assert (policy.training_enabled, policy.store_content, policy.retention_days, policy.redact) == (True, False, 7, True)
+
+
+def test_two_orgs_with_one_name_get_distinct_slugs(db):
+    assert create_org("--name", "Acme", "--owner-email", "a@x.example")["org"] == "acme"
+    assert create_org("--name", "Acme", "--owner-email", "b@x.example")["org"] == "acme-2"
+
+
+def test_create_org_refuses_a_bad_email(db):
+    with pytest.raises(CommandError, match="not an email"):
+        create_org("--name", "Acme", "--owner-email", "nobody")
+
+
+def test_an_owner_deletes_the_organization_after_confirming_its_slug(acme, globex):
+    record(acme.client)
+    assert acme.client.delete("/api/v1/organization", {"confirm": "wrong"}, format="json").status_code == 400
+    assert acme.client.delete("/api/v1/organization", {"confirm": acme.org.slug}, format="json").status_code == 204
+    assert not Organization.objects.filter(pk=acme.org.pk).exists()
+    assert not DataKey.objects.across_orgs().filter(org_id=acme.org.pk).exists()
+    assert acme.client.get("/api/v1/organization").status_code == 401
+    assert Interaction.objects.for_org(globex.org).count() == 0 and globex.client.get("/api/v1/organization").status_code == 200
+
+
+def test_the_export_holds_all_of_the_orgs_data_as_json_lines(acme):
+    interaction_id = record(acme.client, text="exported prompt")
+    acme.client.post("/api/v1/feedback", {"events": [{"interaction_id": interaction_id, "type": "edit_accepted", "idempotency_key": "k"}]}, format="json")
+    acme.client.post("/api/v1/tasks", {}, format="json")
+    response = acme.client.get("/api/v1/export")
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-ndjson"
+    lines = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+    kinds = [line["kind"] for line in lines]
+    assert kinds[:2] == ["organization", "privacy_policy"]
+    assert {"member", "api_key", "audit_event", "task", "interaction", "feedback"} <= set(kinds)
+    [interaction] = [line for line in lines if line["kind"] == "interaction"]
+    assert interaction["messages"][0]["content"] == "exported prompt"
+    assert not [line for line in lines if "key_hash" in line]
+
+
+def test_only_admins_export(viewer):
+    assert viewer.get("/api/v1/export").status_code == 403
