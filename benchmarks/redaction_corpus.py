@@ -149,7 +149,7 @@ def _jwt(rng: random.Random) -> str:
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
 
     header = enc({"alg": rng.choice(["HS256", "RS256"]), "typ": "JWT"})
-    payload = enc({"sub": str(rng.randint(1, 10**6)), "name": rng.choice(_NAMES), "iat": rng.randint(1.6e9, 1.8e9)})
+    payload = enc({"sub": str(rng.randint(1, 10**6)), "name": rng.choice(_NAMES), "iat": rng.randint(1_600_000_000, 1_800_000_000)})
     return f"{header}.{payload}.{_s(rng, B64URL, 43)}"
 
 
@@ -193,12 +193,18 @@ def _secret_in_context(rng: random.Random, kind: str, name: str, value: str) -> 
     var = rng.choice([name.upper(), name, name.replace("_", "-"), name.split("_")[0].upper() + "_KEY"])
     if kind == "token" and rng.random() < 0.5:
         var = rng.choice([name.upper(), "ACCESS_TOKEN", "authToken", "bot_token", "CI_TOKEN"])
-    shape = rng.randrange(12)
+    shape = rng.randrange(15)
     b = _Builder()
 
     def body(b: _Builder) -> None:
         q = rng.choice(['"', "'"])
-        if shape == 0:
+        if shape == 12:
+            b.add(f"GET /v1/search?q=test&{var.lower()}=").plant(kind, value).add("&page=2 HTTP/1.1")
+        elif shape == 13:
+            b.add(f"process.env.{var.upper()} ??= `").plant(kind, value).add("`;")
+        elif shape == 14:
+            b.add(f"{var.upper()}: ").plant(kind, value).add("\n  # do not commit")
+        elif shape == 0:
             b.add(f"{var} = {q}").plant(kind, value).add(q)
         elif shape == 1:
             b.add(f"export {var.upper()}=").plant(kind, value)
@@ -262,12 +268,33 @@ def _password_sample(rng: random.Random) -> Sample:
     name = rng.choice(["password", "PASSWORD", "db_password", "DB_PASSWORD", "POSTGRES_PASSWORD",
                        "admin_pass", "passwd", "SMTP_PASSWORD", "secret_key", "SECRET_KEY",
                        "client_secret", "pwd", "MYSQL_ROOT_PASSWORD", "redisPassword", "api_secret"])
-    shape = rng.randrange(14)
+    shape = rng.randrange(22)
     b = _Builder()
 
     def body(b: _Builder) -> None:
         q = rng.choice(['"', "'"])
-        if shape == 0:
+        user = rng.choice(_NAMES)
+        if shape == 14:
+            b.add(f"<server>\n  <id>nexus</id>\n  <username>{user}</username>\n  <password>").plant("password", pw)
+            b.add("</password>\n</server>")
+        elif shape == 15:
+            b.add(f"$config = [\n    '{name.lower()}' => '").plant("password", pw).add("',\n];")
+        elif shape == 16:
+            b.add(f'"ConnectionStrings": {{"Default": "Server=sql01;Database=app;User Id={user};Password=')
+            b.plant("password", pw).add(';"}')
+        elif shape == 17:
+            b.add(f"kubectl create secret generic db --from-literal=username={user} --from-literal=password=")
+            b.plant("password", pw)
+        elif shape == 18:
+            b.add(f"docker run -d -e {name.upper()}=").plant("password", pw).add(" -p 5432:5432 postgres:16")
+        elif shape == 19:
+            b.add(f"curl -u {user}:").plant("password", pw).add(" https://ci.corp.net/api/json")
+        elif shape == 20:
+            b.add("machine api.heroku.com\n  login ").plant("email", f"{user}@{rng.choice(_DOMAINS)}")
+            b.add("\n  password ").plant("password", pw)
+        elif shape == 21:
+            b.add(f"const config = {{ host: 'db', {name}: {q}").plant("password", pw).add(f"{q} }};")
+        elif shape == 0:
             b.add(f"{name} = {q}").plant("password", pw).add(q)
         elif shape == 1:
             b.add(f"conn = psycopg.connect(host={q}{rng.choice(_HOSTS)}{q}, user={q}app{q}, password={q}")
@@ -341,12 +368,19 @@ def _email(rng: random.Random) -> str:
 
 def _email_sample(rng: random.Random) -> Sample:
     email = _email(rng)
-    shape = rng.randrange(9)
+    shape = rng.randrange(12)
     b = _Builder()
 
     def body(b: _Builder) -> None:
         name = email.split("@")[0].split(".")[0].capitalize()
-        if shape == 0:
+        if shape == 9:
+            b.add(f"/**\n * @author {name} <").plant("email", email.upper() if rng.random() < 0.3 else email).add(">\n */")
+        elif shape == 10:
+            b.add('send_mail("Welcome", body, "').plant("email", "noreply@startup.io")
+            b.add('", ["').plant("email", email).add('"])')
+        elif shape == 11:
+            b.add(f"Signed-off-by: {name} <").plant("email", email).add(">")
+        elif shape == 0:
             b.add(f"Author: {name} <").plant("email", email).add(">\nDate:   Mon Mar 4 10:22:01 2024 +0100")
         elif shape == 1:
             b.add("# Maintainer: ").plant("email", email)
@@ -406,11 +440,18 @@ def _phone_sample(rng: random.Random) -> Sample:
     number = rng.choice([pretty, pretty, e164])
     if pretty.startswith("+1 ") and rng.random() < 0.4:
         number = pretty[3:]  # US national format, as written in the US
-    shape = rng.randrange(7)
+    shape = rng.randrange(10)
     b = _Builder()
 
     def body(b: _Builder) -> None:
-        if shape == 0:
+        if shape == 7:
+            b.add("Tel.: ").plant("phone", number.replace(" ", "-", 1) if number.startswith("+") else number)
+        elif shape == 8:
+            b.add("| " + rng.choice(_NAMES).capitalize() + " | ").plant("phone", number).add(" | on call |")
+        elif shape == 9:
+            b.add("twilio.messages.create(to=\"").plant("phone", number).add('", from_="')
+            b.plant("phone", "+15005550006").add('", body=msg)')
+        elif shape == 0:
             b.add(f'SUPPORT_PHONE = "').plant("phone", number).add('"')
         elif shape == 1:
             b.add("# on-call: ").plant("phone", number).add(f" ({rng.choice(_NAMES)})")
@@ -439,7 +480,8 @@ def _ipv4(rng: random.Random, private: bool) -> str:
                                f"172.{rng.randint(16, 31)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"])
         else:
             addr = ".".join(str(rng.randint(1, 254)) for _ in range(4))
-        if private or ipaddress.ip_address(addr).is_global:
+        address = ipaddress.ip_address(addr)
+        if private or (address.is_global and not address.is_multicast):  # a host, not a group
             return addr
 
 
@@ -454,11 +496,17 @@ def _ipv6(rng: random.Random) -> str:
 
 def _ip_sample(rng: random.Random) -> Sample:
     ip = rng.choice([_ipv4(rng, False), _ipv4(rng, False), _ipv4(rng, True), _ipv6(rng)])
-    shape = rng.randrange(8)
+    shape = rng.randrange(11)
     b = _Builder()
 
     def body(b: _Builder) -> None:
-        if shape == 0:
+        if shape == 8:
+            b.add("inet ").plant("ip_address", ip).add("/24 brd + scope global eth0" if ":" not in ip else "/64 scope global")
+        elif shape == 9:
+            b.add('{"client_ip": "').plant("ip_address", ip).add('", "status": 403}')
+        elif shape == 10:
+            b.add(f"nc -zv ").plant("ip_address", ip).add(" 5432")
+        elif shape == 0:
             b.plant("ip_address", ip).add(f' - - [12/Mar/2024:10:01:02 +0000] "GET /api/v1/users HTTP/1.1" 200 512')
         elif shape == 1:
             b.add("ALLOWED_HOSTS = [\"localhost\", \"").plant("ip_address", ip).add("\"]")
@@ -602,6 +650,24 @@ _NEGATIVE_TEMPLATES: tuple[tuple[str, Callable[[random.Random], str]], ...] = (
     ("semver_range", lambda r: f'"dependencies": {{"react": "^{r.randint(16, 18)}.{r.randint(0, 9)}.{r.randint(0, 9)}", "vite": "~5.{r.randint(0, 4)}.{r.randint(0, 9)}"}}'),
     ("hex_literal", lambda r: f"ptr = 0x{_s(r, HEX, 12)}  # at {_s(r, HEX, 8)}"),
     ("email_like_words", lambda r: f"ping @{r.choice(_NAMES)} about the deploy; see foo@bar (not a host)"),
+    ("public_key", lambda r: f"-----BEGIN PUBLIC KEY-----\n{_s(r, B64, 64)}\n{_s(r, B64, 24)}==\n-----END PUBLIC KEY-----"),
+    ("certificate", lambda r: f"-----BEGIN CERTIFICATE-----\n{_s(r, B64, 64)}\n{_s(r, B64, 64)}\n-----END CERTIFICATE-----"),
+    ("ssh_public_key", lambda r: f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{_s(r, B64, 43)} ci@build-runner"),
+    ("ansible_vault", lambda r: f"db_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  {_s(r, HEX, 64)}"),
+    ("erb_secret", lambda r: 'secret_key_base: <%= ENV["SECRET_KEY_BASE"] %>'),
+    ("shell_default", lambda r: 'PASSWORD="${DB_PASSWORD:-}"'),
+    ("password_field_name", lambda r: 'PASSWORD_FIELD = "password"\nUSERNAME_FIELD = "email"'),
+    ("password_regex", lambda r: "const PASSWORD_PATTERN = /^(?=.*[A-Z])(?=.*\\d).{12,}$/;"),
+    ("api_key_header", lambda r: 'api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False)'),
+    ("pbkdf2", lambda r: f'dk = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, {r.choice([100_000, 600_000])})'),
+    ("js_env", lambda r: "const apiKey = process.env.API_KEY ?? '';\nif (!apiKey) throw new Error('missing key');"),
+    ("coordinates", lambda r: f"lat, lng = {r.uniform(-80, 80):.6f}, {r.uniform(-170, 170):.6f}"),
+    ("http_date", lambda r: f"Date: Mon, {r.randint(10, 28)} Jan 2024 12:30:45 GMT\nContent-Length: {r.randint(100000, 9999999)}"),
+    ("semver_build", lambda r: f"version: 1.{r.randint(0, 9)}.{r.randint(0, 9)}+build.{r.randint(100, 999)}"),
+    ("hex_colors", lambda r: "palette = [" + ", ".join(f'"#{_s(r, HEX, 6)}"' for _ in range(4)) + "]"),
+    ("big_literal", lambda r: f"population = {r.randint(1, 9)}_{r.randint(100, 999)}_{r.randint(100, 999)}_{r.randint(100, 999)}"),
+    ("phone_validator", lambda r: 'PHONE_RE = re.compile(r"^\\+?[1-9]\\d{1,14}$")  # E.164'),
+    ("login_test", lambda r: 'response = client.post("/login", data={"username": "u", "password": ""})'),
 )
 
 

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from tenants.errors import Conflict, InvalidInput, NotFound
@@ -78,7 +78,7 @@ def _parse_event(item, now: datetime) -> FeedbackIn:
     if unknown:
         raise ValueError(f"Unknown field(s): {', '.join(sorted(map(str, unknown)))}.")
     event_type = item.get("type")
-    if event_type not in EVENT_TYPES:
+    if not isinstance(event_type, str) or event_type not in EVENT_TYPES:
         raise ValueError(f"'type' must be one of {', '.join(sorted(EVENT_TYPES))}; got {event_type!r}.")
     interaction_id = _optional_uuid(item, "interaction_id")
     if interaction_id is None:
@@ -159,33 +159,52 @@ def _ingest(org: Organization, events: list[FeedbackIn]) -> list[ItemResult]:
     with transaction.atomic():
         _require_targets_exist(org, events)
         stored = {
-            event.idempotency_key: event
-            for event in FeedbackEvent.objects.for_org(org)
+            key: (event_id, FeedbackIn(type=type_, idempotency_key=key, interaction_id=interaction_id, value=value))
+            for event_id, key, type_, interaction_id, value in FeedbackEvent.objects.for_org(org)
             .filter(idempotency_key__in={e.idempotency_key for e in events})
-            .only("id", "idempotency_key", "type", "interaction_id", "value")
+            .values_list("id", "idempotency_key", "type", "interaction_id", "value")
         }
         now = timezone.now()
-        results, new_rows, conflicts = [], [], []
+        results, new_events, conflicts = [], [], []
         for index, event in enumerate(events):
             previous = stored.get(event.idempotency_key)
-            if previous is not None:
-                if not event.same_event_as(previous):
-                    conflicts.append({"index": index, "message": f"idempotency_key {event.idempotency_key!r} was used for a different event."})
-                    continue
-                results.append(ItemResult(index, "duplicate", previous.id))
-                continue
-            row = FeedbackEvent(
-                id=uuid.uuid4(), org=org, interaction_id=event.interaction_id,
-                type=event.type, value=event.value, idempotency_key=event.idempotency_key,
-                occurred_at=event.occurred_at or now, received_at=now,
-            )
-            stored[event.idempotency_key] = row  # a key repeated within the batch is a duplicate too
-            new_rows.append(row)
-            results.append(ItemResult(index, "created", row.id))
+            if previous is None:
+                previous = stored[event.idempotency_key] = (uuid.uuid4(), event)  # repeated later in the batch: a duplicate
+                new_events.append(previous)
+                results.append(ItemResult(index, "created", previous[0]))
+            elif event.same_event_as(previous[1]):
+                results.append(ItemResult(index, "duplicate", previous[0]))
+            else:
+                conflicts.append({"index": index, "message": f"idempotency_key {event.idempotency_key!r} was used for a different event."})
         if conflicts:
             raise Conflict(f"{len(conflicts)} events reuse an idempotency key for a different event; nothing was stored.", details=conflicts)
-        FeedbackEvent.objects.bulk_create(new_rows)
+        _insert(org, new_events, now)
     return results
+
+
+_INSERT_COLUMNS = ("id", "org_id", "interaction_id", "type", "value", "idempotency_key", "occurred_at", "received_at")
+
+
+def _insert(org: Organization, new_events: list[tuple[uuid.UUID, FeedbackIn]], now: datetime) -> None:
+    """One multi-row INSERT through the DB-API.
+
+    The ORM's bulk_create builds a model instance and prepares every field of every row
+    through several layers: on this hot path that cost more than the rest of the request.
+    """
+    if not new_events:
+        return
+    as_uuid = (lambda u: u) if connection.features.has_native_uuid_field else (lambda u: u.hex)
+    as_time = connection.ops.adapt_datetimefield_value
+    org_id, received_at = as_uuid(org.pk), as_time(now)
+    rows = [
+        (as_uuid(event_id), org_id, as_uuid(e.interaction_id), e.type, e.value, e.idempotency_key,
+         as_time(e.occurred_at or now), received_at)
+        for event_id, e in new_events
+    ]
+    columns = ", ".join(map(connection.ops.quote_name, _INSERT_COLUMNS))
+    table = connection.ops.quote_name(FeedbackEvent._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(_INSERT_COLUMNS))})", rows)
 
 
 def _require_targets_exist(org: Organization, events: list[FeedbackIn]) -> None:
@@ -197,4 +216,4 @@ def _require_targets_exist(org: Organization, events: list[FeedbackIn]) -> None:
         if event.interaction_id not in found
     ]
     if missing:
-        raise NotFound(f"{len(missing)} events name an interaction this organization does not have; nothing was stored.", details=missing)
+        raise NotFound(f"{len(missing)} of {len(events)} events name an interaction this organization does not have; nothing was stored.", details=missing)

@@ -62,7 +62,7 @@ from __future__ import annotations
 import bisect
 import ipaddress
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,9 +125,22 @@ class Redacted:
 
 def redact(text: str) -> Redacted:
     """Replace every secret and PII span in ``text`` by ``[REDACTED:<kind>]``."""
-    scan = _Scan(_mask_markers(text))
-    findings = _merge(_drop_marker_overlaps(_detect(scan), text))
-    return Redacted(_replace(text, findings), tuple(findings))
+    findings = _find(text)
+    # Removing a secret can expose a neighbour glued to it ("jane@acme.com" +
+    # "ghp_..." reads as one word until the token is gone), so rescan the result
+    # until nothing new turns up: that is what makes redact() idempotent.
+    for _ in range(_MAX_PASSES):
+        if not findings:
+            break
+        rendered, segments = _render(text, findings)
+        exposed = [_to_original(f, segments) for f in _find_around_markers(rendered)]
+        if not exposed:
+            break
+        findings = _merge(findings + exposed)
+    return Redacted(_render(text, findings)[0], tuple(findings))
+
+
+_MAX_PASSES = 4
 
 
 def redact_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -172,9 +185,15 @@ def _mask_markers(text: str) -> str:
     return _MARKER_RE.sub(lambda m: "\0" * len(m.group()), text)
 
 
+# ASCII-only lowering keeps offsets (str.lower() may change the length of
+# non-ASCII text) and lets gates run without re.IGNORECASE, which is ~10x slower.
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 class _Scan:
     def __init__(self, text: str) -> None:
         self.text = text
+        self.lower = text.translate(_ASCII_LOWER)
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def line_at(self, pos: int) -> tuple[int, str]:
@@ -183,6 +202,26 @@ class _Scan:
         start = self._line_starts[i]
         end = self._line_starts[i + 1] - 1 if i + 1 < len(self._line_starts) else len(self.text)
         return start, self.text[start:end].rstrip("\r")
+
+    def lines_with(self, gate: re.Pattern[str] | None) -> Iterator[tuple[int, str]]:
+        """Lines whose lowered text holds the gate's cue; with no gate, the whole text at once.
+
+        Gates are cheap cues (lowercase) without which a costly regex cannot match;
+        the costly regex then runs on those lines only.
+        """
+        if gate is None:
+            yield 0, self.text
+            return
+        last = -1
+        for cue in gate.finditer(self.lower):
+            line_start, line = self.line_at(cue.start())
+            if line_start != last:
+                last = line_start
+                yield line_start, line
+
+
+def _at_word_start(text: str, pos: int) -> bool:
+    return pos == 0 or not (text[pos - 1].isalnum() or text[pos - 1] == "_")
 
 
 def _detect(scan: _Scan) -> Iterator[Finding]:
@@ -230,22 +269,52 @@ _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*")
 _EDGE_NOISE = " \t\"'`=:"
 
 
+# Gates (see _Scan.lines_with). Most detect-secrets regexes open with a
+# lookbehind, a character class or re.IGNORECASE, all of which defeat the re
+# module's fast literal search; the IBM/Cloudant/SoftLayer assignment regexes
+# cost ~50 us a line.
+_PLUGIN_GATES: dict[type[RegexBasedDetector], re.Pattern[str]] = {
+    AWSKeyDetector: re.compile(r"a3t|abia|acca|akia|asia|aws"),
+    AzureStorageKeyDetector: re.compile(r"accountkey="),
+    ArtifactoryDetector: re.compile(r"akc|ap[\da-f]"),
+    CloudantDetector: re.compile(r"cl(?:oudant|ou)?[_-]?(?:api)?(?:key|pw|pass|token)|cloudant\.com"),
+    IbmCloudIamDetector: re.compile(r"(?:key|pwd|pass|token)[\"'\]]?[ =:>]+[\"']?[\w-]{44}"),
+    IbmCosHmacDetector: re.compile(r"secret[-_]?(?:access)?[-_]?key"),
+    SoftlayerDetector: re.compile(r"(?:softlayer|sl)[_-]?(?:api)?(?:key|pw|pass|token)|softlayer\.com"),
+    MailchimpDetector: re.compile(r"-us\d"),
+    TwilioKeyDetector: re.compile(r"(?:ac|sk)[a-z0-9]{32}"),
+    # A literal first, then a look back/ahead: still a fast literal scan.
+    TelegramBotTokenDetector: re.compile(r":(?<=\d{8}:)"),
+    DiscordBotTokenDetector: re.compile(r"\.(?=[a-z0-9_-]{6}\.)"),
+    OpenAIDetector: re.compile(r"t3blbkfj"),
+    SendGridDetector: re.compile(r"sg\."),
+    SquareOAuthDetector: re.compile(r"sq0csp-"),
+    StripeDetector: re.compile(r"k_live_"),
+    GitHubTokenDetector: re.compile(r"gh[pousr]_"),
+    GitLabTokenDetector: re.compile(r"gl[a-z]+-|gr1348941"),
+    SlackDetector: re.compile(r"xox|hooks\.slack"),
+    NpmDetector: re.compile(r"_authtoken"),
+    PypiTokenDetector: re.compile(r"pypi-"),
+    JwtTokenDetector: re.compile(r"eyj"),
+    BasicAuthDetector: re.compile(r"://"),
+}
+
+
 def _plugin_secrets(scan: _Scan) -> Iterator[Finding]:
-    # Plugins are line-based and report values, not positions. Their regexes do not
-    # cross line breaks, so we run them over the whole text (one C-level pass each,
-    # far cheaper than per line) for positions, and keep a match only when the
-    # plugin's own analyze_string() reports that value for the line (JWT, for one,
-    # filters its regex matches there).
+    # Plugins are line-based and report values, not positions: we rerun their own
+    # regexes for positions, and keep a match only when the plugin's
+    # analyze_string() reports that value for the line (JWT, for one, filters its
+    # regex matches there).
     for plugin, kind in _PLUGIN_KINDS:
-        reported: dict[int, frozenset[str]] = {}  # per call: never cache secrets globally
-        for regex in plugin.denylist:
-            for match in regex.finditer(scan.text):
-                for value, start, end in _findall_items(match):
-                    line_start, line = scan.line_at(start)
-                    if line_start not in reported:
-                        reported[line_start] = frozenset(plugin.analyze_string(line))
-                    if value in reported[line_start]:
-                        yield _token_finding(scan.text, kind, start, end)
+        for line_start, line in scan.lines_with(_PLUGIN_GATES.get(type(plugin))):
+            reported: frozenset[str] | None = None
+            for regex in plugin.denylist:
+                for match in regex.finditer(line):
+                    for value, start, end in _findall_items(match):
+                        if reported is None:
+                            reported = frozenset(plugin.analyze_string(line))
+                        if value in reported and not heuristic.is_templated_secret(value):
+                            yield _token_finding(scan.text, kind, line_start + start, line_start + end)
 
 
 def _findall_items(match: re.Match[str]) -> Iterator[tuple[str, int, int]]:
@@ -268,39 +337,59 @@ def _token_finding(text: str, kind: str, start: int, end: int) -> Finding:
     return Finding(kind, start, tail.end() if tail else end)
 
 
-# Formats detect-secrets 1.5 does not know. Vendor prefixes are precise alone;
-# the context patterns (Bearer, *_token =) also catch references such as
-# "Bearer self.access_token", so their values must look generated (see below).
-# Group 1 is the secret.
+# Formats detect-secrets 1.5 does not know, each a fixed vendor prefix (checked
+# to start a word). Group 1 is the secret.
 _VENDOR_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(github_pat_[A-Za-z0-9_]{22,})"), "token"),
-    (re.compile(r"\b(hf_[A-Za-z0-9]{30,})\b"), "token"),
-    (re.compile(r"\b(AIza[0-9A-Za-z_\-]{35})"), "api_key"),
-    (re.compile(r"\b(sk-ant-[a-z]+\d*-[A-Za-z0-9_\-]{40,})"), "api_key"),
-    (re.compile(r"\b([sr]k_test_[0-9a-zA-Z]{24,})"), "api_key"),
+    (re.compile(r"(github_pat_[A-Za-z0-9_]{22,})"), "token"),
+    (re.compile(r"(hf_[A-Za-z0-9]{30,})(?!\w)"), "token"),
+    (re.compile(r"(npm_[A-Za-z0-9]{36})(?!\w)"), "token"),  # outside .npmrc too
+    (re.compile(r"(AIza[0-9A-Za-z_\-]{35})"), "api_key"),
+    (re.compile(r"(sk-ant-[a-z]+\d*-[A-Za-z0-9_\-]{40,})"), "api_key"),
+    (re.compile(r"([sr]k_test_[0-9a-zA-Z]{24,})"), "api_key"),
+    # OpenAI project/service keys contain "-" and "_", which detect-secrets'
+    # regex does not allow next to its T3BlbkFJ marker.
+    (re.compile(r"(sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,})"), "api_key"),
 )
-_CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b(?:Bearer|Basic)\s+([A-Za-z0-9\-._~+/]{16,}=*)"), "token"),
+# Credential contexts: (regex, lowercase gate, kind, value check). They also hold
+# references ("Bearer self.token", "curl -u $USER:$PASS"), hence the checks.
+# Each runs only on lines holding its gate.
+_CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str], re.Pattern[str], str, Callable[[str], bool]], ...] = (
+    (
+        re.compile(r"(?<![\w-])(?:Bearer|Basic)\s+([A-Za-z0-9\-._~+/]{16,}=*)", re.IGNORECASE),
+        re.compile(r"bearer|basic"),
+        "token",
+        lambda value: _looks_generated(value),
+    ),
     (
         RegexBasedDetector.build_assignment_regex(
             prefix_regex=r"(?:access|auth|api|bearer|refresh|session|bot|app|personal|client|secret|ci)",
             secret_keyword_regex=r"token",
             secret_regex=r"([A-Za-z0-9_\-.~+/=]{16,})",
         ),
+        re.compile(r"token"),
         "token",
+        lambda value: _looks_generated(value),
+    ),
+    (  # curl -u user:password, wget --user ... (the password after the first colon)
+        re.compile(r"\b(?:curl|wget|http)\b[^\n]*?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']+:([^\s\"']+)"),
+        re.compile(r"curl|wget|http"),
+        "password",
+        lambda value: _is_literal_value(value, quoted=False),
     ),
 )
-_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_DOTTED_NAME = re.compile(r"[A-Za-z_]+\d*(?:\.[A-Za-z_]+\d*)+")
 
 
 def _extra_secrets(scan: _Scan) -> Iterator[Finding]:
     for regex, kind in _VENDOR_PATTERNS:
         for match in regex.finditer(scan.text):
-            yield Finding(kind, match.start(1), match.end(1))
-    for regex, kind in _CONTEXT_PATTERNS:
-        for match in regex.finditer(scan.text):
-            if _looks_generated(match.group(1)):
+            if _at_word_start(scan.text, match.start(1)):
                 yield Finding(kind, match.start(1), match.end(1))
+    for regex, gate, kind, check in _CONTEXT_PATTERNS:
+        for line_start, line in scan.lines_with(gate):
+            for match in regex.finditer(line):
+                if check(match.group(1)):
+                    yield Finding(kind, line_start + match.start(1), line_start + match.end(1))
 
 
 def _looks_generated(value: str) -> bool:
@@ -351,21 +440,38 @@ def _key_end(text: str, header: re.Match[str]) -> int:
 # Passwords: detect-secrets KeywordDetector patterns, then our value filters   #
 # --------------------------------------------------------------------------- #
 
-_KEYWORD_PATTERNS: tuple[tuple[re.Pattern[str], int], ...] = tuple(
-    {
-        **keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,  # code: password = "..."
-        **keyword.CONFIG_DENYLIST_REGEX_TO_GROUP,  # YAML/.env/INI: password: ...
-        **keyword.COMMON_C_DENYLIST_REGEX_TO_GROUP,  # char password[] = "..."
-        **keyword.C_PLUS_PLUS_REGEX_TO_GROUP,  # std::string secret("...")
-    }.items()
+_KEYWORD_PATTERNS: dict[re.Pattern[str], int] = {
+    **keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP,  # code: password = "..."
+    **keyword.CONFIG_DENYLIST_REGEX_TO_GROUP,  # YAML/.env/INI: password: ...
+    **keyword.GOLANG_DENYLIST_REGEX_TO_GROUP,  # password := "..."
+    **keyword.COMMON_C_DENYLIST_REGEX_TO_GROUP,  # char password[] = "..."
+    **keyword.C_PLUS_PLUS_REGEX_TO_GROUP,  # std::string secret("...")
+}
+# Gaps in those patterns, filled here: values that start with a symbol (they
+# require a word character first, but generated passwords often start with one),
+# hyphenated names (--db-password=) and "*_pass" names (DB_PASS, admin-pass),
+# Python annotated defaults (def connect(password: str = "hunter2")), XML
+# elements (<password>x</password>) and .netrc lines (password x).
+_KEYWORDS = r"(?:%s|(?<=[a-z0-9][_-])pass\b)" % "|".join(keyword.DENYLIST)
+_ASSIGN = r"[\w-]*[\"'\]]{0,2}\s*(?::=|=>|[:=])\s*"
+_KEYWORD_SUPPLEMENT: dict[re.Pattern[str], int] = {
+    re.compile(_KEYWORDS + _ASSIGN + r"""@?(["'`])([^"'`\n]+)\1""", re.IGNORECASE): 2,
+    re.compile(_KEYWORDS + _ASSIGN + r"""([^\s"'`]+)""", re.IGNORECASE): 1,
+    re.compile(_KEYWORDS + r"""\w*\s*:\s*[\w\[\]., |]+?=\s*(["'])([^"'\n]+)\1""", re.IGNORECASE): 2,
+    re.compile(_KEYWORDS + r"""[\w-]*[ \t]+([^\s"'`=:][^\s"'`]*)\s*$""", re.IGNORECASE): 1,
+}
+_XML_ELEMENT = re.compile(r"<(?:%s)[\w-]*>([^<\n]+)</" % _KEYWORDS, re.IGNORECASE)
+_KEYWORD_GROUPS = {**_KEYWORD_PATTERNS, **_KEYWORD_SUPPLEMENT, _XML_ELEMENT: 1}
+# All but these open with the keyword, so on a line the others are only tried
+# (re.match) where a keyword starts: ~20x cheaper than scanning every position.
+_VALUE_FIRST = (
+    keyword.PRECEDED_BY_EQUAL_COMPARISON_SIGNS_QUOTES_REQUIRED_REGEX,  # "x" == password
+    _XML_ELEMENT,
 )
-# Python annotated defaults, which none of the patterns above read:
-# def connect(password: str = "hunter2")
-_ANNOTATED_DEFAULT = re.compile(
-    r"""(?:%s)\w*\s*:\s*[\w\[\]., |]+?=\s*(['"])([^'"\n]+)\1""" % "|".join(keyword.DENYLIST),
-    re.IGNORECASE,
-)
-_KEYWORD_WORD = re.compile(keyword.DENYLIST_REGEX, re.IGNORECASE)
+_KEY_FIRST = tuple(regex for regex in _KEYWORD_GROUPS if regex not in _VALUE_FIRST)
+_KEYWORD_WORD = re.compile(_KEYWORDS, re.IGNORECASE)
+# Lowercase cues covering every keyword above; runs on lowered text.
+_KEYWORD_GATE = re.compile(r"pass|pwd|secret|key|contras")
 _KEY_CHARS = re.compile(r"[\w\-]*")
 # Names that hold something *about* a secret, not the secret itself.
 _NOT_A_VALUE_KEY = re.compile(
@@ -379,10 +485,11 @@ _PLACEHOLDER = re.compile(
     r"(?:none|null|nil|undefined|true|false|yes|no|empty|string|str|bytes|int|"
     r"changeme|change[_\-]?me|password|passwd|secret|pass|pwd|example|sample|dummy|fake|"
     r"placeholder|redacted|hidden|masked|todo|tbd|fixme|xxx+|x+|\*+|\.+|-+|_+|"
-    r"your[_\- ].*|.*[_\-]here|<.*>|\{.*\}|\$.*|%\(?\w*\)?s|%s|\?+|"
+    r"your[_\- ].*|.*[_\-]here|<.*>|\{.*\}|%\(?\w*\)?s|%s|\?+|![A-Za-z]+|"  # !vault: a YAML tag
     r"os\.environ.*|process\.env.*|env\(.*|getenv.*|settings\..*|config\..*)",
     re.IGNORECASE,
 )
+_VARIABLE_REFERENCE = re.compile(r"\$[A-Za-z_{(]")
 _UNQUOTED_CUT = re.compile(r"[\s;,]|&(?=\w+=)")  # "&" only as a query-string separator
 _MIN_QUOTED = 4
 _MIN_UNQUOTED = 6
@@ -390,22 +497,22 @@ _QUOTES = "\"'`"
 
 
 def _keyword_passwords(scan: _Scan) -> Iterator[Finding]:
-    seen_lines: set[int] = set()
-    for hit in _KEYWORD_WORD.finditer(scan.text):
-        line_start, line = scan.line_at(hit.start())
-        if line_start in seen_lines:
-            continue
-        seen_lines.add(line_start)
+    for line_start, line in scan.lines_with(_KEYWORD_GATE):
         for start, end in _keyword_values(line):
             yield Finding("password", line_start + start, line_start + end)
 
 
 def _keyword_values(line: str) -> Iterator[tuple[int, int]]:
-    for regex, group in (*_KEYWORD_PATTERNS, (_ANNOTATED_DEFAULT, 2)):
-        for match in regex.finditer(line):
-            span = _value_span(line, match.start(group), match.end(group))
-            if span and _is_secret_value(line, match, span):
-                yield span
+    key_starts = [hit.start() for hit in _KEYWORD_WORD.finditer(line)]
+    if not key_starts:
+        return
+    matches = [m for regex in _KEY_FIRST for pos in key_starts if (m := regex.match(line, pos))]
+    matches += (m for regex in _VALUE_FIRST for m in regex.finditer(line))
+    for match in matches:
+        group = _KEYWORD_GROUPS[match.re]
+        span = _value_span(line, match.start(group), match.end(group))
+        if span and _is_secret_value(line, match, span):
+            yield span
 
 
 def _value_span(line: str, start: int, end: int) -> tuple[int, int] | None:
@@ -414,7 +521,7 @@ def _value_span(line: str, start: int, end: int) -> tuple[int, int] | None:
         return start, end
     cut = _UNQUOTED_CUT.search(line, start, end)
     end = cut.start() if cut else end
-    while end > start and line[end - 1] in ")]}>\"'`":
+    while end > start and line[end - 1] in ")]}>\"'`:":
         end -= 1
     return (start, end) if end > start else None
 
@@ -424,21 +531,25 @@ def _is_quoted(line: str, start: int, end: int) -> bool:
 
 
 def _is_secret_value(line: str, match: re.Match[str], span: tuple[int, int]) -> bool:
-    start, end = span
-    value = line[start:end]
     if _NOT_A_VALUE_KEY.search(_key_name(line, match, span)):
         return False
+    return _is_literal_value(line[span[0] : span[1]], _is_quoted(line, *span))
+
+
+def _is_literal_value(value: str, quoted: bool) -> bool:
+    """A literal that could be a secret, not a placeholder, template or expression."""
     if _PLACEHOLDER.fullmatch(value.strip()) or _looks_like_detect_secrets_false_positive(value):
         return False
-    if _is_quoted(line, start, end):
-        return len(value) >= _MIN_QUOTED
-    return _is_unquoted_secret(value)
+    return len(value) >= _MIN_QUOTED if quoted else _is_unquoted_secret(value)
 
 
 def _looks_like_detect_secrets_false_positive(value: str) -> bool:
+    # detect-secrets' own filters, except is_prefixed_with_dollar_sign: it drops
+    # every value starting with "$", generated passwords included; we drop only
+    # variable references ($VAR, ${VAR}, $(cmd)).
     return (
         heuristic.is_templated_secret(value)
-        or heuristic.is_prefixed_with_dollar_sign(value)
+        or bool(_VARIABLE_REFERENCE.match(value))
         or heuristic.is_sequential_string(value)
         or heuristic.is_not_alphanumeric_string(value)
     )
@@ -502,7 +613,8 @@ _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
 _IPV6 = re.compile(r"(?<![\w:.])(?=[0-9A-Fa-f:.]*\d)[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3}(?![\w:])")
 # Immediately before a dotted quad, these make it a version number.
 _VERSION_CUE = re.compile(
-    r"(?:\b[vV]|==|>=|<=|~=|!=|\^|~|\b(?:version|ver|release|build|tag|rev|firmware|fw)\b[\s:=\"']*|\w@)$",
+    r"(?:\b[vV]|==|>=|<=|~=|!=|\^|~|\w[-_]"  # v1.2.3.4, pins, app-1.2.3.4.tar.gz
+    r"|(?<![a-z])(?:version|ver|release|build|tag|rev|firmware|fw)_*[\s:=\"']*)$",  # __version__ = "
     re.IGNORECASE,
 )
 _DOCUMENTATION_NETS = tuple(
@@ -515,7 +627,7 @@ def _ip_addresses(scan: _Scan) -> Iterator[Finding]:
     text = scan.text
     for regex in (_IPV4, _IPV6):
         for match in regex.finditer(text):
-            if regex is _IPV4 and _VERSION_CUE.search(text, max(0, match.start() - 12), match.start()):
+            if regex is _IPV4 and _VERSION_CUE.search(text, max(0, match.start() - 24), match.start()):
                 continue
             if _is_personal_address(match.group()):
                 yield Finding("ip_address", match.start(), match.end())
@@ -536,29 +648,53 @@ def _is_personal_address(candidate: str) -> bool:
     )
 
 
-# Cheap candidate finder: the matcher is slow (~0.2 MB/s), so it only sees short
-# windows around runs of 7+ digits with phone punctuation, never whole texts.
+# The matcher is slow (~0.15 MB/s), so it only sees short windows around
+# plausible candidates: 7+ digits with phone punctuation, not glued to a word or
+# path, and not a date, a dotted quad/OID/float (dots alone only in the North
+# American 415.555.2671 grouping) or a bare digit run.
 _PHONE_CANDIDATE = re.compile(r"[+(]?\d[\d \t().\-/]{5,24}\d")
+_PHONE_NOT_CANDIDATE = re.compile(r"\d{4}-\d\d-\d\d(?:[ T]\d\d)?|\d+|[\d.]+")
+_NANP_DOTTED = re.compile(r"\d{3}\.\d{3}\.\d{4}")
 _PHONE_WINDOW = 12
 _PHONE_SEPARATORS = frozenset(" \t().-/")
+_COUNTRY_PREFIX = re.compile(r"^\+\d{1,3}[ .-]?")
 
 
 def _phones(scan: _Scan) -> Iterator[Finding]:
     text = scan.text
     for candidate in _PHONE_CANDIDATE.finditer(text):
-        if sum(c.isdigit() for c in candidate.group()) < 7:
+        if not _is_phone_candidate(text, candidate):
             continue
         line_start, line = scan.line_at(candidate.start())
         lo = max(line_start, candidate.start() - _PHONE_WINDOW)
         hi = min(line_start + len(line), candidate.end() + _PHONE_WINDOW)
         for found in phonenumbers.PhoneNumberMatcher(text[lo:hi], PHONE_REGION):
-            if _looks_like_phone(found.raw_string):
-                yield Finding("phone", lo + found.start, lo + found.end)
+            start, end = lo + found.start, lo + found.end
+            if _looks_like_phone(found.raw_string) and not _glued_to_code(text, start, end):
+                yield Finding("phone", start, end)
+
+
+def _is_phone_candidate(text: str, candidate: re.Match[str]) -> bool:
+    raw = candidate.group()
+    if sum(c.isdigit() for c in raw) < 7 or _glued_to_code(text, candidate.start(), candidate.end()):
+        return False
+    return not _PHONE_NOT_CANDIDATE.fullmatch(raw) or bool(_NANP_DOTTED.fullmatch(raw))
 
 
 def _looks_like_phone(raw: str) -> bool:
-    # A national number without any grouping is an id/timestamp far more often.
+    # A national number without any grouping is an id/timestamp far more often,
+    # and people group with dots or with spaces/dashes, not both ("1 192.0.2.10 2001").
+    grouping = _COUNTRY_PREFIX.sub("", raw)
+    if "." in grouping and any(c in grouping for c in " -()"):
+        return False
     return raw.startswith("+") or any(c in _PHONE_SEPARATORS for c in raw)
+
+
+def _glued_to_code(text: str, start: int, end: int) -> bool:
+    """Digits attached to a word, path or version (Chrome/122.0.6099.1, ORD-2024-510183)."""
+    before = text[start - 1] if start else " "
+    after = text[end : end + 2]
+    return before.isalnum() or before in "/._-" or bool(re.match(r"\w|\.\d", after))
 
 
 # --------------------------------------------------------------------------- #
@@ -587,12 +723,73 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return merged
 
 
-def _replace(text: str, findings: list[Finding]) -> str:
+def _find(text: str) -> list[Finding]:
+    return _merge(_drop_marker_overlaps(_detect(_Scan(_mask_markers(text))), text))
+
+
+def _find_around_markers(rendered: str) -> list[Finding]:
+    """Findings on the lines holding a marker: all other lines are as they were
+    scanned already, and every detector but the private-key one is line-local.
+
+    Those lines are scanned as one text (joined by line breaks, so nothing can
+    match across them), then mapped back.
+    """
+    blocks = _marker_lines(rendered)
+    joined_starts: list[int] = []
     pieces: list[str] = []
     cursor = 0
+    for start, end in blocks:
+        joined_starts.append(cursor)
+        pieces.append(rendered[start:end])
+        cursor += end - start + 1
+    found: list[Finding] = []
+    for finding in _find("\n".join(pieces)):
+        i = bisect.bisect_right(joined_starts, finding.start) - 1
+        block_start, block_end = blocks[i]
+        shift = block_start - joined_starts[i]
+        if finding.end + shift <= block_end:  # a key block cannot span two of them
+            found.append(Finding(finding.kind, finding.start + shift, finding.end + shift))
+    return found
+
+
+def _marker_lines(text: str) -> list[tuple[int, int]]:
+    """Spans of the lines holding a marker, adjacent lines joined."""
+    spans: list[tuple[int, int]] = []
+    for marker in _MARKER_RE.finditer(text):
+        start = text.rfind("\n", 0, marker.start()) + 1
+        end = text.find("\n", marker.end())
+        end = len(text) if end == -1 else end
+        if spans and start <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+        else:
+            spans.append((start, end))
+    return spans
+
+
+# A stretch of original text inside the rendered one: (rendered start, original start, length).
+_Segment = tuple[int, int, int]
+
+
+def _render(text: str, findings: list[Finding]) -> tuple[str, list[_Segment]]:
+    pieces: list[str] = []
+    segments: list[_Segment] = []
+    cursor = rendered = 0
     for finding in findings:
-        pieces.append(text[cursor : finding.start])
-        pieces.append(f"[REDACTED:{finding.kind}]")
+        segments.append((rendered, cursor, finding.start - cursor))
+        marker = f"[REDACTED:{finding.kind}]"
+        pieces += [text[cursor : finding.start], marker]
+        rendered += finding.start - cursor + len(marker)
         cursor = finding.end
+    segments.append((rendered, cursor, len(text) - cursor))
     pieces.append(text[cursor:])
-    return "".join(pieces)
+    return "".join(pieces), segments
+
+
+def _to_original(finding: Finding, segments: list[_Segment]) -> Finding:
+    # Findings never overlap a marker (_drop_marker_overlaps), so each lies
+    # inside one segment of original text.
+    for rendered_start, original_start, length in segments:
+        if rendered_start <= finding.start and finding.end <= rendered_start + length:
+            shift = original_start - rendered_start
+            return Finding(finding.kind, finding.start + shift, finding.end + shift)
+    raise AssertionError(f"finding {finding} straddles a marker")

@@ -1,6 +1,7 @@
 """Request and response shapes of the tenant API. Requests reject unknown fields: a typo in a
 field name is an error, not a silently ignored setting."""
 
+from django.conf import settings
 from rest_framework import serializers
 
 from tenants import recording
@@ -100,7 +101,7 @@ class MessageSerializer(StrictSerializer):
 
 
 class InteractionCreateSerializer(StrictSerializer):
-    messages = MessageSerializer(many=True, allow_empty=False, max_length=256)
+    messages = serializers.ListField(child=MessageSerializer(), min_length=1, max_length=256)
     completion = Text(allow_blank=True, max_length=200_000, trim_whitespace=False)
     adapter = Text(allow_null=True, required=False, max_length=100, help_text="The adapter version that served it, or null for the base model.")
     task_id = serializers.UUIDField(required=False, allow_null=True, help_text="The background task this interaction belongs to.")
@@ -149,7 +150,7 @@ class FeedbackEventInSerializer(serializers.Serializer):
 
 
 class FeedbackBatchSerializer(serializers.Serializer):
-    events = FeedbackEventInSerializer(many=True, help_text="1 to PLATFORM_FEEDBACK_MAX_BATCH (default 1000) events.")
+    events = serializers.ListField(child=FeedbackEventInSerializer(), min_length=1, max_length=settings.FEEDBACK_MAX_BATCH)
 
 
 class FeedbackItemResultSerializer(serializers.Serializer):

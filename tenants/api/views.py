@@ -8,10 +8,12 @@ import json
 
 from django.conf import settings
 from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
+from rest_framework.generics import GenericAPIView
 from rest_framework.views import APIView
 
 from tenants import export, feedback, organizations, privacy, recording
@@ -29,11 +31,16 @@ class Page(CursorPagination):
     max_page_size = 1000
 
 
-def _paginated(view: APIView, request, queryset, serializer_class, ordering: str) -> Response:
-    paginator = Page()
-    paginator.ordering = ordering
-    page = paginator.paginate_queryset(queryset, request, view=view)
-    return paginator.get_paginated_response(serializer_class(page, many=True).data)
+def pages_ordered_by(field: str) -> type[Page]:
+    return type(f"PageBy{field.strip('-').title()}", (Page,), {"ordering": field})
+
+
+class ListView(GenericAPIView):
+    """A view whose GET answers one page of a tenant-scoped list."""
+
+    def paginated(self, queryset, serializer_class) -> Response:
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(serializer_class(page, many=True).data)
 
 
 def _valid(serializer_class, request):
@@ -81,11 +88,12 @@ class PrivacyPolicyView(APIView):
         return Response(s.PrivacyPolicySerializer(policy).data)
 
 
-class AuditLogView(APIView):
+class AuditLogView(ListView):
+    pagination_class = pages_ordered_by("-at")
     @extend_schema(responses=s.AuditEventSerializer(many=True))
     def get(self, request):
         events = AuditEvent.objects.for_org(request.auth.org)
-        return _paginated(self, request, events, s.AuditEventSerializer, "-at")
+        return self.paginated(events, s.AuditEventSerializer)
 
 
 class MemberListView(APIView):
@@ -155,11 +163,12 @@ class ApiKeyView(APIView):
 
 # Recording ----------------------------------------------------------------------------------
 
-class InteractionListView(APIView):
+class InteractionListView(ListView):
+    pagination_class = pages_ordered_by("-created_at")
     @extend_schema(responses=s.InteractionSerializer(many=True))
     def get(self, request):
         interactions = Interaction.objects.for_org(request.auth.org).select_related("org")
-        return _paginated(self, request, interactions, s.InteractionSerializer, "-created_at")
+        return self.paginated(interactions, s.InteractionSerializer)
 
     @extend_schema(request=s.InteractionCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
                    description="Record an interaction served outside the gateway.")
@@ -192,11 +201,12 @@ class InteractionView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class FeedbackView(APIView):
+class FeedbackView(ListView):
+    pagination_class = pages_ordered_by("-received_at")
     @extend_schema(responses=s.FeedbackEventSerializer(many=True))
     def get(self, request):
         events = FeedbackEvent.objects.for_org(request.auth.org)
-        return _paginated(self, request, events, s.FeedbackEventSerializer, "-received_at")
+        return self.paginated(events, s.FeedbackEventSerializer)
 
     @extend_schema(
         request=s.FeedbackBatchSerializer,
@@ -222,10 +232,11 @@ class FeedbackView(APIView):
         })
 
 
-class TaskListView(APIView):
+class TaskListView(ListView):
+    pagination_class = pages_ordered_by("-created_at")
     @extend_schema(responses=s.TaskSerializer(many=True))
     def get(self, request):
-        return _paginated(self, request, recording.tasks_of(org=request.auth.org), s.TaskSerializer, "-created_at")
+        return self.paginated(recording.tasks_of(org=request.auth.org), s.TaskSerializer)
 
     @extend_schema(request=s.TaskCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
                    description="Open a background task; pass its id with each gateway call and report its outcome later.")
@@ -270,6 +281,7 @@ class ExportView(APIView):
     roles = {"GET": Role.ADMIN}
 
     @extend_schema(responses={(200, "application/x-ndjson"): OpenApiResponse(
+        response=OpenApiTypes.STR,
         description="One JSON object per line, each with a `kind`: organization, privacy_policy, member, "
                     "api_key, audit_event, task, interaction (with its decrypted content), feedback.")})
     def get(self, request):

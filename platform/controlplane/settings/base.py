@@ -111,6 +111,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "tenants.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
+    "DEFAULT_METADATA_CLASS": None,  # the schema at /api/schema/ describes the API, not OPTIONS
 }
 
 SPECTACULAR_SETTINGS = {
@@ -122,6 +123,12 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # PATCH bodies keep their required fields (a role change needs the role).
+    "COMPONENT_SPLIT_PATCH": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "tenants.api.schema.forbid_unknown_request_fields",
+    ],
 }
 
 # Master keys wrap each organization's data key: "id:base64key,id:base64key", current first.
