@@ -108,7 +108,7 @@ _SURNAMES = ("smith", "garcia", "nguyen", "müller", "kowalski", "rossi", "tanak
              "johansson", "dubois", "patel", "kim", "cohen", "novak", "schmidt", "lopez", "singh")
 _WORDS = ("river", "falcon", "copper", "winter", "maple", "orbit", "velvet", "harbor", "cactus",
           "lantern", "meadow", "quartz", "summer", "tiger", "puzzle", "rocket", "violet", "shadow")
-_DOMAINS = ("gmail.com", "outlook.com", "acme-corp.com", "mail.example.org", "protonmail.ch",
+_DOMAINS = ("gmail.com", "outlook.com", "acme-corp.com", "mail.hosting.net", "protonmail.ch",
             "company.co.uk", "uni-heidelberg.de", "yahoo.co.jp", "startup.io", "fastmail.fm",
             "consulting.com.br", "agency.fr", "hospital.org.au", "research.ac.in")
 _HOSTS = ("db.internal", "prod-db-1.cluster-abc123.eu-west-1.rds.amazonaws.com", "10.0.3.17",
@@ -198,13 +198,7 @@ def _secret_in_context(rng: random.Random, kind: str, name: str, value: str) -> 
 
     def body(b: _Builder) -> None:
         q = rng.choice(['"', "'"])
-        if shape == 12:
-            b.add(f"GET /v1/search?q=test&{var.lower()}=").plant(kind, value).add("&page=2 HTTP/1.1")
-        elif shape == 13:
-            b.add(f"process.env.{var.upper()} ??= `").plant(kind, value).add("`;")
-        elif shape == 14:
-            b.add(f"{var.upper()}: ").plant(kind, value).add("\n  # do not commit")
-        elif shape == 0:
+        if shape == 0:
             b.add(f"{var} = {q}").plant(kind, value).add(q)
         elif shape == 1:
             b.add(f"export {var.upper()}=").plant(kind, value)
@@ -219,14 +213,20 @@ def _secret_in_context(rng: random.Random, kind: str, name: str, value: str) -> 
         elif shape == 6:
             b.add("curl -s -H \"Authorization: Bearer ").plant(kind, value).add("\" https://api.service.com/v1/me")
         elif shape == 7:
-            b.add(f"# temporary, remove before merge: ").plant(kind, value)
+            b.add("# temporary, remove before merge: ").plant(kind, value)
         elif shape == 8:
-            b.add(f"2024-05-02T10:11:12Z DEBUG auth header token=").plant(kind, value).add(" status=401")
+            b.add("2024-05-02T10:11:12Z DEBUG auth header token=").plant(kind, value).add(" status=401")
         elif shape == 9:
             b.add(f"os.environ.setdefault({q}{var.upper()}{q}, {q}").plant(kind, value).add(f"{q})")
         elif shape == 10:
             b.add(f"{var.upper()}: ").plant(kind, value).add("  # rotated 2024-01")
-        else:
+        elif shape == 12:
+            b.add(f"GET /v1/search?q=test&{var.lower()}=").plant(kind, value).add("&page=2 HTTP/1.1")
+        elif shape == 13:
+            b.add(f"process.env.{var.upper()} ??= `").plant(kind, value).add("`;")
+        elif shape == 14:
+            b.add(f"{var.upper()}: ").plant(kind, value).add("\n  # do not commit")
+        else:  # shape == 11
             b.add(f'    env:\n      - name: {var.upper()}\n        value: "').plant(kind, value).add('"')
 
     _wrap(rng, b, body)
@@ -274,27 +274,7 @@ def _password_sample(rng: random.Random) -> Sample:
     def body(b: _Builder) -> None:
         q = rng.choice(['"', "'"])
         user = rng.choice(_NAMES)
-        if shape == 14:
-            b.add(f"<server>\n  <id>nexus</id>\n  <username>{user}</username>\n  <password>").plant("password", pw)
-            b.add("</password>\n</server>")
-        elif shape == 15:
-            b.add(f"$config = [\n    '{name.lower()}' => '").plant("password", pw).add("',\n];")
-        elif shape == 16:
-            b.add(f'"ConnectionStrings": {{"Default": "Server=sql01;Database=app;User Id={user};Password=')
-            b.plant("password", pw).add(';"}')
-        elif shape == 17:
-            b.add(f"kubectl create secret generic db --from-literal=username={user} --from-literal=password=")
-            b.plant("password", pw)
-        elif shape == 18:
-            b.add(f"docker run -d -e {name.upper()}=").plant("password", pw).add(" -p 5432:5432 postgres:16")
-        elif shape == 19:
-            b.add(f"curl -u {user}:").plant("password", pw).add(" https://ci.corp.net/api/json")
-        elif shape == 20:
-            b.add("machine api.heroku.com\n  login ").plant("email", f"{user}@{rng.choice(_DOMAINS)}")
-            b.add("\n  password ").plant("password", pw)
-        elif shape == 21:
-            b.add(f"const config = {{ host: 'db', {name}: {q}").plant("password", pw).add(f"{q} }};")
-        elif shape == 0:
+        if shape == 0:
             b.add(f"{name} = {q}").plant("password", pw).add(q)
         elif shape == 1:
             b.add(f"conn = psycopg.connect(host={q}{rng.choice(_HOSTS)}{q}, user={q}app{q}, password={q}")
@@ -321,7 +301,27 @@ def _password_sample(rng: random.Random) -> Sample:
             b.add(f"settings = {{\n    '{name}': '").plant("password", pw).add("',\n}")
         elif shape == 12:
             b.add(f"services:\n  db:\n    environment:\n      {name.upper()}: ").plant("password", pw)
-        else:
+        elif shape == 14:
+            b.add(f"<server>\n  <id>nexus</id>\n  <username>{user}</username>\n  <password>").plant("password", pw)
+            b.add("</password>\n</server>")
+        elif shape == 15:
+            b.add(f"$config = [\n    '{name.lower()}' => '").plant("password", pw).add("',\n];")
+        elif shape == 16:
+            b.add(f'"ConnectionStrings": {{"Default": "Server=sql01;Database=app;User Id={user};Password=')
+            b.plant("password", pw).add(';"}')
+        elif shape == 17:
+            b.add(f"kubectl create secret generic db --from-literal=username={user} --from-literal=password=")
+            b.plant("password", pw)
+        elif shape == 18:
+            b.add(f"docker run -d -e {name.upper()}=").plant("password", pw).add(" -p 5432:5432 postgres:16")
+        elif shape == 19:
+            b.add(f"curl -u {user}:").plant("password", pw).add(" https://ci.corp.net/api/json")
+        elif shape == 20:
+            b.add("machine api.heroku.com\n  login ").plant("email", f"{user}@{rng.choice(_DOMAINS)}")
+            b.add("\n  password ").plant("password", pw)
+        elif shape == 21:
+            b.add(f"const config = {{ host: 'db', {name}: {q}").plant("password", pw).add(f"{q} }};")
+        else:  # shape == 13
             b.add(f"mysql -h {rng.choice(_HOSTS)} -u root --{name.lower().replace('_', '-')}=").plant("password", pw)
 
     _wrap(rng, b, body)
@@ -348,7 +348,7 @@ def _url_credentials_sample(rng: random.Random) -> Sample:
             b.add(f"  url: {prefix}").plant("url_credentials", pw).add(suffix)
         elif shape == 3:
             b.add(f"git clone {prefix}").plant("url_credentials", pw).add(suffix)
-        else:
+        else:  # shape == 4
             b.add(f"ERROR could not connect to {prefix}").plant("url_credentials", pw).add(f"{suffix}: timeout")
 
     _wrap(rng, b, body)
@@ -373,14 +373,7 @@ def _email_sample(rng: random.Random) -> Sample:
 
     def body(b: _Builder) -> None:
         name = email.split("@")[0].split(".")[0].capitalize()
-        if shape == 9:
-            b.add(f"/**\n * @author {name} <").plant("email", email.upper() if rng.random() < 0.3 else email).add(">\n */")
-        elif shape == 10:
-            b.add('send_mail("Welcome", body, "').plant("email", "noreply@startup.io")
-            b.add('", ["').plant("email", email).add('"])')
-        elif shape == 11:
-            b.add(f"Signed-off-by: {name} <").plant("email", email).add(">")
-        elif shape == 0:
+        if shape == 0:
             b.add(f"Author: {name} <").plant("email", email).add(">\nDate:   Mon Mar 4 10:22:01 2024 +0100")
         elif shape == 1:
             b.add("# Maintainer: ").plant("email", email)
@@ -396,7 +389,14 @@ def _email_sample(rng: random.Random) -> Sample:
             b.add("Please reach out to ").plant("email", email).add(" if the build breaks.")
         elif shape == 7:
             b.add("  owners:\n    - ").plant("email", email)
-        else:
+        elif shape == 9:
+            b.add(f"/**\n * @author {name} <").plant("email", email.upper() if rng.random() < 0.3 else email).add(">\n */")
+        elif shape == 10:
+            b.add('send_mail("Welcome", body, "').plant("email", "noreply@startup.io")
+            b.add('", ["').plant("email", email).add('"])')
+        elif shape == 11:
+            b.add(f"Signed-off-by: {name} <").plant("email", email).add(">")
+        else:  # shape == 8
             b.add("git config --global user.email \"").plant("email", email).add('"')
 
     _wrap(rng, b, body)
@@ -444,15 +444,8 @@ def _phone_sample(rng: random.Random) -> Sample:
     b = _Builder()
 
     def body(b: _Builder) -> None:
-        if shape == 7:
-            b.add("Tel.: ").plant("phone", number.replace(" ", "-", 1) if number.startswith("+") else number)
-        elif shape == 8:
-            b.add("| " + rng.choice(_NAMES).capitalize() + " | ").plant("phone", number).add(" | on call |")
-        elif shape == 9:
-            b.add("twilio.messages.create(to=\"").plant("phone", number).add('", from_="')
-            b.plant("phone", "+15005550006").add('", body=msg)')
-        elif shape == 0:
-            b.add(f'SUPPORT_PHONE = "').plant("phone", number).add('"')
+        if shape == 0:
+            b.add('SUPPORT_PHONE = "').plant("phone", number).add('"')
         elif shape == 1:
             b.add("# on-call: ").plant("phone", number).add(f" ({rng.choice(_NAMES)})")
         elif shape == 2:
@@ -460,10 +453,17 @@ def _phone_sample(rng: random.Random) -> Sample:
         elif shape == 3:
             b.add("Call me at ").plant("phone", number).add(" after 6pm.")
         elif shape == 4:
-            b.add(f"2024-06-01 08:00:00 INFO sms sent to ").plant("phone", number).add(" status=delivered")
+            b.add("2024-06-01 08:00:00 INFO sms sent to ").plant("phone", number).add(" status=delivered")
         elif shape == 5:
             b.add('<a href="tel:').plant("phone", number).add('">call</a>')
-        else:
+        elif shape == 7:
+            b.add("Tel.: ").plant("phone", number.replace(" ", "-", 1) if number.startswith("+") else number)
+        elif shape == 8:
+            b.add("| " + rng.choice(_NAMES).capitalize() + " | ").plant("phone", number).add(" | on call |")
+        elif shape == 9:
+            b.add("twilio.messages.create(to=\"").plant("phone", number).add('", from_="')
+            b.plant("phone", "+15005550006").add('", body=msg)')
+        else:  # shape == 6
             b.add("  contact_phone: ").plant("phone", number)
 
     _wrap(rng, b, body)
@@ -500,18 +500,12 @@ def _ip_sample(rng: random.Random) -> Sample:
     b = _Builder()
 
     def body(b: _Builder) -> None:
-        if shape == 8:
-            b.add("inet ").plant("ip_address", ip).add("/24 brd + scope global eth0" if ":" not in ip else "/64 scope global")
-        elif shape == 9:
-            b.add('{"client_ip": "').plant("ip_address", ip).add('", "status": 403}')
-        elif shape == 10:
-            b.add(f"nc -zv ").plant("ip_address", ip).add(" 5432")
-        elif shape == 0:
-            b.plant("ip_address", ip).add(f' - - [12/Mar/2024:10:01:02 +0000] "GET /api/v1/users HTTP/1.1" 200 512')
+        if shape == 0:
+            b.plant("ip_address", ip).add(' - - [12/Mar/2024:10:01:02 +0000] "GET /api/v1/users HTTP/1.1" 200 512')
         elif shape == 1:
             b.add("ALLOWED_HOSTS = [\"localhost\", \"").plant("ip_address", ip).add("\"]")
         elif shape == 2:
-            b.add(f"ssh -i ~/.ssh/id_ed25519 ubuntu@").plant("ip_address", ip)
+            b.add("ssh -i ~/.ssh/id_ed25519 ubuntu@").plant("ip_address", ip)
         elif shape == 3:
             b.add("  host: ").plant("ip_address", ip).add("\n  port: 6379")
         elif shape == 4:
@@ -522,7 +516,13 @@ def _ip_sample(rng: random.Random) -> Sample:
             b.add(host[host.index(ip) + len(ip) :] + ':8080/health"')
         elif shape == 6:
             b.add("X-Forwarded-For: ").plant("ip_address", ip)
-        else:
+        elif shape == 8:
+            b.add("inet ").plant("ip_address", ip).add("/24 brd + scope global eth0" if ":" not in ip else "/64 scope global")
+        elif shape == 9:
+            b.add('{"client_ip": "').plant("ip_address", ip).add('", "status": 403}')
+        elif shape == 10:
+            b.add("nc -zv ").plant("ip_address", ip).add(" 5432")
+        else:  # shape == 7
             b.add("# blocked after abuse report: ").plant("ip_address", ip)
 
     _wrap(rng, b, body)
@@ -667,6 +667,7 @@ _NEGATIVE_TEMPLATES: tuple[tuple[str, Callable[[random.Random], str]], ...] = (
     ("hex_colors", lambda r: "palette = [" + ", ".join(f'"#{_s(r, HEX, 6)}"' for _ in range(4)) + "]"),
     ("big_literal", lambda r: f"population = {r.randint(1, 9)}_{r.randint(100, 999)}_{r.randint(100, 999)}_{r.randint(100, 999)}"),
     ("phone_validator", lambda r: 'PHONE_RE = re.compile(r"^\\+?[1-9]\\d{1,14}$")  # E.164'),
+    ("doc_email", lambda r: f'EMAIL_PLACEHOLDER = "{r.choice(_NAMES)}@example.com"  # RFC 2606'),
     ("login_test", lambda r: 'response = client.post("/login", data={"username": "u", "password": ""})'),
 )
 

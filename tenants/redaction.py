@@ -16,16 +16,19 @@ What is detected
     Vendor credentials found by detect-secrets' regex detectors (AWS, Azure
     storage, Stripe, SendGrid, OpenAI, Mailchimp, Twilio, Square, IBM, SoftLayer,
     Cloudant, Artifactory; GitHub, GitLab, Slack, Discord, Telegram, npm, PyPI,
-    JWT), plus a few formats detect-secrets 1.5 lacks (``_EXTRA_SECRET_PATTERNS``:
-    GitHub fine-grained PATs, Google/Anthropic/Hugging Face keys, Stripe test keys,
-    ``Bearer``/``Basic`` credentials, ``*_token = <value>`` assignments).
+    JWT), plus a few formats detect-secrets 1.5 lacks (``_VENDOR_PATTERNS``,
+    ``_CONTEXT_PATTERNS``: GitHub fine-grained PATs, Google/Anthropic/Hugging
+    Face/OpenAI project keys, bare npm tokens, Stripe test keys, ``Bearer``/``Basic``
+    credentials, ``*_token = <value>`` assignments).
 ``url_credentials``
     The password in ``scheme://user:password@host`` (detect-secrets BasicAuthDetector).
 ``password``
     Literal values assigned to secret-sounding names (``password``, ``secret``,
     ``api_key`` ...), using detect-secrets' KeywordDetector patterns for quoted
-    values (code) and for unquoted ones (YAML, .env, INI), then filtered: see
-    ``_is_secret_value``.
+    values (code) and for unquoted ones (YAML, .env, INI), a few patterns for
+    what they miss (``_KEYWORD_SUPPLEMENT``: values starting with a symbol,
+    ``DB_PASS``, XML elements, .netrc), and ``curl -u user:password``; then
+    filtered: see ``_is_secret_value``.
 ``email``, ``ip_address``
     Regex, addresses validated with the stdlib ``ipaddress``.
 ``phone``
@@ -41,6 +44,7 @@ What is not, and why
   ``<your-key>``, ``${VAR}``, ``{{ var }}``, ``os.environ[...]``, ``settings.X``,
   bare identifiers (``password = user_password``) and type names
   (``password: str``).
+* Addresses at documentation domains (``user@example.com``, ``*.test``).
 * Loopback, unspecified, link-local, multicast, reserved and documentation IP
   addresses (``127.0.0.1``, ``0.0.0.0``, ``::1``, ``192.0.2.x`` ...). A dotted quad
   right after a version cue (``v``, ``==``, ``>=``, ``version``, ``release`` ...)
@@ -48,19 +52,23 @@ What is not, and why
   be told apart from an address.
 * Digit runs without separators (``4155552671`` is more often an id than a phone
   number in code), dates, timestamps, line numbers, hex hashes and UUIDs.
-* Names, postal addresses, passwords in prose or CLI flags such as ``-pSECRET``.
+* Names, postal addresses, passwords in prose or in flags such as ``-pSECRET``,
+  phone numbers written in a national format other than ``PHONE_REGION``'s.
 
-Text that already contains ``[REDACTED:<kind>]`` markers is left alone around
-them, so ``redact`` is idempotent. Nothing here touches detect-secrets' global
-settings or network verification: we call the plugins' regexes and
-``analyze_string`` directly, never ``analyze_line`` (which consults global
-settings and may call ``verify()`` over the network).
+Existing ``[REDACTED:<kind>]`` markers are left alone, and the result is
+rescanned where a redaction may have exposed a neighbour, so ``redact`` is
+idempotent. Nothing here touches detect-secrets' global settings or network
+verification: we call the plugins' regexes and ``analyze_string`` directly,
+never ``analyze_line`` (which reads global settings and may call ``verify()``,
+i.e. the vendor's API). Speed (~1 MB/s on code): the costly regexes only run on
+lines holding a cheap literal cue (see ``_Scan.lines_with``).
 """
 
 from __future__ import annotations
 
 import bisect
 import ipaddress
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -108,6 +116,7 @@ KINDS = (
     "ip_address",
 )
 PHONE_REGION = "US"  # region for numbers written without a +country code
+_MAX_PASSES = 4  # rescans after the first; each only covers lines with new markers
 
 
 @dataclass(frozen=True)
@@ -138,9 +147,6 @@ def redact(text: str) -> Redacted:
             break
         findings = _merge(findings + exposed)
     return Redacted(_render(text, findings)[0], tuple(findings))
-
-
-_MAX_PASSES = 4
 
 
 def redact_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
@@ -203,15 +209,12 @@ class _Scan:
         end = self._line_starts[i + 1] - 1 if i + 1 < len(self._line_starts) else len(self.text)
         return start, self.text[start:end].rstrip("\r")
 
-    def lines_with(self, gate: re.Pattern[str] | None) -> Iterator[tuple[int, str]]:
-        """Lines whose lowered text holds the gate's cue; with no gate, the whole text at once.
+    def lines_with(self, gate: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+        """Lines whose lowered text holds the gate's cue, with their start offsets.
 
-        Gates are cheap cues (lowercase) without which a costly regex cannot match;
+        Gates are cheap lowercase cues without which a costly regex cannot match;
         the costly regex then runs on those lines only.
         """
-        if gate is None:
-            yield 0, self.text
-            return
         last = -1
         for cue in gate.finditer(self.lower):
             line_start, line = self.line_at(cue.start())
@@ -269,10 +272,10 @@ _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*")
 _EDGE_NOISE = " \t\"'`=:"
 
 
-# Gates (see _Scan.lines_with). Most detect-secrets regexes open with a
-# lookbehind, a character class or re.IGNORECASE, all of which defeat the re
-# module's fast literal search; the IBM/Cloudant/SoftLayer assignment regexes
-# cost ~50 us a line.
+# Gates (see _Scan.lines_with), one per plugin. Most detect-secrets regexes open
+# with a lookbehind, a character class or re.IGNORECASE, all of which defeat the
+# re module's fast literal search (the IBM/Cloudant/SoftLayer assignment regexes
+# cost ~50 us a line); a gate opens with a literal.
 _PLUGIN_GATES: dict[type[RegexBasedDetector], re.Pattern[str]] = {
     AWSKeyDetector: re.compile(r"a3t|abia|acca|akia|asia|aws"),
     AzureStorageKeyDetector: re.compile(r"accountkey="),
@@ -300,21 +303,44 @@ _PLUGIN_GATES: dict[type[RegexBasedDetector], re.Pattern[str]] = {
 }
 
 
+_ANY_PLUGIN_GATE = re.compile("|".join(gate.pattern for gate in _PLUGIN_GATES.values()))
+
+
 def _plugin_secrets(scan: _Scan) -> Iterator[Finding]:
     # Plugins are line-based and report values, not positions: we rerun their own
     # regexes for positions, and keep a match only when the plugin's
     # analyze_string() reports that value for the line (JWT, for one, filters its
     # regex matches there).
+    if not _ANY_PLUGIN_GATE.search(scan.lower):
+        return  # most short texts: one scan instead of one per plugin
     for plugin, kind in _PLUGIN_KINDS:
-        for line_start, line in scan.lines_with(_PLUGIN_GATES.get(type(plugin))):
+        for line_start, line in scan.lines_with(_PLUGIN_GATES[type(plugin)]):
             reported: frozenset[str] | None = None
             for regex in plugin.denylist:
                 for match in regex.finditer(line):
                     for value, start, end in _findall_items(match):
                         if reported is None:
                             reported = frozenset(plugin.analyze_string(line))
-                        if value in reported and not heuristic.is_templated_secret(value):
+                        if value in reported and _is_plausible(plugin, match, value):
                             yield _token_finding(scan.text, kind, line_start + start, line_start + end)
+
+
+def _is_plausible(plugin: RegexBasedDetector, match: re.Match[str], value: str) -> bool:
+    """Drop templates ({password}), filler (ACxxxxxxxx...) and demo URL credentials."""
+    if heuristic.is_templated_secret(value) or _is_filler(value):
+        return False
+    if not isinstance(plugin, BasicAuthDetector):
+        return True
+    # user:PASSWORD@, user:pass@, postgres:postgres@ are documentation, not credentials.
+    user = match.group()[3 : match.start(1) - match.start() - 1]  # the match is "://user:pw@"
+    return value != user and not _PLACEHOLDER.fullmatch(value) and not _CAPS_NAME.fullmatch(value)
+
+
+def _is_filler(value: str) -> bool:
+    return max(map(value.count, set(value))) * 2 > len(value)
+
+
+_CAPS_NAME = re.compile(r"[A-Z][A-Z_]*")
 
 
 def _findall_items(match: re.Match[str]) -> Iterator[tuple[str, int, int]]:
@@ -371,13 +397,15 @@ _CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str], re.Pattern[str], str, Callable[[
         lambda value: _looks_generated(value),
     ),
     (  # curl -u user:password, wget --user ... (the password after the first colon)
-        re.compile(r"\b(?:curl|wget|http)\b[^\n]*?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']+:([^\s\"']+)"),
-        re.compile(r"curl|wget|http"),
+        re.compile(r"\b(?:curl|wget)\b[^\n]*?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']+:([^\s\"']+)"),
+        re.compile(r"curl|wget"),
         "password",
         lambda value: _is_literal_value(value, quoted=False),
     ),
 )
-_DOTTED_NAME = re.compile(r"[A-Za-z_]+\d*(?:\.[A-Za-z_]+\d*)+")
+# settings.DB_PASSWORD, ed25519.Ed25519PrivateKey: an attribute path opens with a
+# plain name (digits only at its end), unlike a secret that happens to hold a dot.
+_DOTTED_NAME = re.compile(r"[A-Za-z_]+\d*(?:\.[A-Za-z_]\w*)+")
 
 
 def _extra_secrets(scan: _Scan) -> Iterator[Finding]:
@@ -412,6 +440,9 @@ _KEY_BODY = re.compile(r"(?:[A-Za-z0-9+/=\s]|\\[nr]|(?:Proc-Type|DEK-Info|Commen
 _MAX_KEY_CHARS = 20_000
 
 
+_MIN_KEY_BODY = 32  # base64 characters; a bare header is a constant, not a key
+
+
 def _private_keys(scan: _Scan) -> Iterator[Finding]:
     text = scan.text
     for regex in _KEY_HEADERS:
@@ -419,7 +450,12 @@ def _private_keys(scan: _Scan) -> Iterator[Finding]:
             start = match.start()
             dashes = text.rfind("-----", max(0, start - 5), start)
             start = dashes if dashes != -1 else start
-            yield Finding("private_key", start, _key_end(text, match))
+            end = _key_end(text, match)
+            if len(_BASE64_CHARS.findall(text, match.end(), end)) >= _MIN_KEY_BODY:
+                yield Finding("private_key", start, end)
+
+
+_BASE64_CHARS = re.compile(r"[A-Za-z0-9+/=]")
 
 
 def _key_end(text: str, header: re.Match[str]) -> int:
@@ -458,15 +494,18 @@ _KEYWORD_SUPPLEMENT: dict[re.Pattern[str], int] = {
     re.compile(_KEYWORDS + _ASSIGN + r"""@?(["'`])([^"'`\n]+)\1""", re.IGNORECASE): 2,
     re.compile(_KEYWORDS + _ASSIGN + r"""([^\s"'`]+)""", re.IGNORECASE): 1,
     re.compile(_KEYWORDS + r"""\w*\s*:\s*[\w\[\]., |]+?=\s*(["'])([^"'\n]+)\1""", re.IGNORECASE): 2,
-    re.compile(_KEYWORDS + r"""[\w-]*[ \t]+([^\s"'`=:][^\s"'`]*)\s*$""", re.IGNORECASE): 1,
 }
 _XML_ELEMENT = re.compile(r"<(?:%s)[\w-]*>([^<\n]+)</" % _KEYWORDS, re.IGNORECASE)
-_KEYWORD_GROUPS = {**_KEYWORD_PATTERNS, **_KEYWORD_SUPPLEMENT, _XML_ELEMENT: 1}
+# .netrc: "password x" alone on its line or after "login <user>"; the value must
+# hold a digit, or any line of prose ending in "password <word>" would match.
+_NETRC = re.compile(r"""(?:^[ \t]*|\blogin\s+\S+\s+)(?:password|passwd)[ \t]+(?=\S*\d)([^\s"'`=:]\S*)\s*$""")
+_KEYWORD_GROUPS = {**_KEYWORD_PATTERNS, **_KEYWORD_SUPPLEMENT, _XML_ELEMENT: 1, _NETRC: 1}
 # All but these open with the keyword, so on a line the others are only tried
 # (re.match) where a keyword starts: ~20x cheaper than scanning every position.
 _VALUE_FIRST = (
     keyword.PRECEDED_BY_EQUAL_COMPARISON_SIGNS_QUOTES_REQUIRED_REGEX,  # "x" == password
     _XML_ELEMENT,
+    _NETRC,
 )
 _KEY_FIRST = tuple(regex for regex in _KEYWORD_GROUPS if regex not in _VALUE_FIRST)
 _KEYWORD_WORD = re.compile(_KEYWORDS, re.IGNORECASE)
@@ -478,17 +517,20 @@ _NOT_A_VALUE_KEY = re.compile(
     r"(?:name|ref|id|ids|path|file|filename|dir|type|arn|env|var|field|label|prompt|hint|help|"
     r"text|message|msg|error|placeholder|policy|length|len|min|max|count|url|uri|manager|provider|"
     r"store|backend|hasher|hashers|validators?|reset|changed|expires?|expiry|ttl|timeout|header|"
-    r"selector|input|version|strength|rotation|required|enabled)$",
+    r"selector|input|version|strength|rotation|required|enabled|prefix|suffix)$",
     re.IGNORECASE,
 )
 _PLACEHOLDER = re.compile(
     r"(?:none|null|nil|undefined|true|false|yes|no|empty|string|str|bytes|int|"
     r"changeme|change[_\-]?me|password|passwd|secret|pass|pwd|example|sample|dummy|fake|"
     r"placeholder|redacted|hidden|masked|todo|tbd|fixme|xxx+|x+|\*+|\.+|-+|_+|"
-    r"your[_\- ].*|.*[_\-]here|<.*>|\{.*\}|%\(?\w*\)?s|%s|\?+|![A-Za-z]+|"  # !vault: a YAML tag
+    r"value|your[_\- ].*|.*[_\-]here|<.*>|\{.*\}|\[.*\]|%\(?\w*\)?s|%s|\?+|![A-Za-z]+|"  # !vault: a YAML tag
     r"os\.environ.*|process\.env.*|env\(.*|getenv.*|settings\..*|config\..*)",
     re.IGNORECASE,
 )
+_LETTERS_ONLY = re.compile(r"[A-Za-z_]+")
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_NAME_LIKE = re.compile(r"[A-Za-z_]+\d{0,3}")  # digits only at the end, as people name things
 _VARIABLE_REFERENCE = re.compile(r"\$[A-Za-z_{(]")
 _UNQUOTED_CUT = re.compile(r"[\s;,]|&(?=\w+=)")  # "&" only as a query-string separator
 _MIN_QUOTED = 4
@@ -521,7 +563,7 @@ def _value_span(line: str, start: int, end: int) -> tuple[int, int] | None:
         return start, end
     cut = _UNQUOTED_CUT.search(line, start, end)
     end = cut.start() if cut else end
-    while end > start and line[end - 1] in ")]}>\"'`:":
+    while end > start and line[end - 1] in ")]}>\"'`:.":  # closing code, sentence punctuation
         end -= 1
     return (start, end) if end > start else None
 
@@ -531,15 +573,32 @@ def _is_quoted(line: str, start: int, end: int) -> bool:
 
 
 def _is_secret_value(line: str, match: re.Match[str], span: tuple[int, int]) -> bool:
-    if _NOT_A_VALUE_KEY.search(_key_name(line, match, span)):
+    key_start, key_end = _key_span(line, match, span)
+    if _NOT_A_VALUE_KEY.search(line[key_start:key_end]):
         return False
-    return _is_literal_value(line[span[0] : span[1]], _is_quoted(line, *span))
+    value, quoted = line[span[0] : span[1]], _is_quoted(line, *span)
+    if not _is_literal_value(value, quoted):
+        return False
+    if quoted or key_end > span[0]:
+        return True
+    # Unquoted, after the key: in code that is an expression. Comparisons are code;
+    # a name (user_password2, hunter2) passes only in config style, where the
+    # operator hugs the key (KEY=value, key: value, <key>value), not in code
+    # (password = pw2).
+    operator = line[key_end : span[0]]
+    if "==" in operator or "!=" in operator:
+        return False
+    return not _NAME_LIKE.fullmatch(value) or operator.lstrip("\"']")[:1] in ("=", ":", ">")
 
 
 def _is_literal_value(value: str, quoted: bool) -> bool:
     """A literal that could be a secret, not a placeholder, template or expression."""
     if _PLACEHOLDER.fullmatch(value.strip()) or _looks_like_detect_secrets_false_positive(value):
         return False
+    if _IDENTIFIER.fullmatch(value) and _KEYWORD_WORD.search(value):
+        return False  # a field name: "new_password1", "api_key_header"
+    if value.rstrip().endswith(":"):
+        return False  # a prompt: ask_password("Password: ")
     return len(value) >= _MIN_QUOTED if quoted else _is_unquoted_secret(value)
 
 
@@ -562,10 +621,10 @@ def _is_unquoted_secret(value: str) -> bool:
         return False
     if value.startswith(("/", "./", "~/", "\\")) or _DOTTED_NAME.fullmatch(value):
         return False
-    return not re.fullmatch(r"[A-Za-z_]+", value)
+    return not _LETTERS_ONLY.fullmatch(value)
 
 
-def _key_name(line: str, match: re.Match[str], value: tuple[int, int]) -> str:
+def _key_span(line: str, match: re.Match[str], value: tuple[int, int]) -> tuple[int, int]:
     """The full identifier holding the keyword (e.g. ``DB_PASSWORD_FILE``)."""
     for hit in _KEYWORD_WORD.finditer(line, match.start(), match.end()):
         if value[0] <= hit.start() < value[1]:
@@ -574,8 +633,8 @@ def _key_name(line: str, match: re.Match[str], value: tuple[int, int]) -> str:
         while left > 0 and (line[left - 1].isalnum() or line[left - 1] in "_-"):
             left -= 1
         right = _KEY_CHARS.match(line, hit.start())
-        return line[left : right.end() if right else hit.end()]
-    return ""
+        return left, right.end() if right else hit.end()
+    return match.start(), match.start()
 
 
 # --------------------------------------------------------------------------- #
@@ -593,11 +652,18 @@ _FILE_EXTENSION_TLDS = frozenset(
 )
 
 
+# Reserved for documentation (RFC 2606/6761): nobody's address, as 192.0.2.x is nobody's host.
+_RESERVED_DOMAIN = re.compile(r"(?:^|\.)(?:example\.(?:com|org|net)|[^.]+\.(?:example|test|invalid|localhost))$")
+
+
 def _emails(scan: _Scan) -> Iterator[Finding]:
     text = scan.text
     for match in _EMAIL.finditer(text):
-        if match.group(2).lower() in _FILE_EXTENSION_TLDS or match.group(1).startswith(("self.", "cls.")):
+        domain = match.group(1).lower()
+        if match.group(2).lower() in _FILE_EXTENSION_TLDS or domain.startswith(("self.", "cls.")):
             continue  # a file name, or Python's matrix multiply: x@self.weight
+        if _RESERVED_DOMAIN.search(domain):
+            continue
         if text.startswith(":", match.end()) or _in_url_authority(text, match.start()):
             continue  # git@github.com:org/repo (scp syntax), https://user:pw@host
         yield Finding("email", match.start(), match.end())
@@ -610,11 +676,18 @@ def _in_url_authority(text: str, pos: int) -> bool:
 
 
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
-_IPV6 = re.compile(r"(?<![\w:.])(?=[0-9A-Fa-f:.]*\d)[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3}(?![\w:])")
-# Immediately before a dotted quad, these make it a version number.
+_IPV6 = re.compile(
+    r"(?<![\w:.])(?=[0-9A-Fa-f:.]*\d)"  # not inside a word; holds a digit
+    r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3}"  # groups, maybe an embedded IPv4
+    r"(?![\w:])"
+)
+# Immediately before a dotted quad, these make it a version, a section number or
+# an OID: v1.2.3.4, pins, app-1.2.3.4.tar.gz, __version__ = ", RFC 5891 §4.2.3.1,
+# ObjectIdentifier("2.5.4.6").
 _VERSION_CUE = re.compile(
-    r"(?:\b[vV]|==|>=|<=|~=|!=|\^|~|\w[-_]"  # v1.2.3.4, pins, app-1.2.3.4.tar.gz
-    r"|(?<![a-z])(?:version|ver|release|build|tag|rev|firmware|fw)_*[\s:=\"']*)$",  # __version__ = "
+    r"(?:\b[vV]|(?:==|>=|<=|~=|!=|\^|~)\s*|\w[-_]|\brfc\s*\d+[\s:,]*"
+    r"|(?<![a-z])(?:version|ver|release|build|tag|rev|firmware|fw|section|sec|chapter|oid|objectidentifier)"
+    r"_*[\s:=\"'(]*|§\s*)$",
     re.IGNORECASE,
 )
 _DOCUMENTATION_NETS = tuple(
@@ -629,8 +702,23 @@ def _ip_addresses(scan: _Scan) -> Iterator[Finding]:
         for match in regex.finditer(text):
             if regex is _IPV4 and _VERSION_CUE.search(text, max(0, match.start() - 24), match.start()):
                 continue
-            if _is_personal_address(match.group()):
+            if _is_personal_address(match.group()) and not _is_network(text, match):
                 yield Finding("ip_address", match.start(), match.end())
+
+
+_PREFIX_LENGTH = re.compile(r"/(\d{1,3})(?!\d)")
+
+
+def _is_network(text: str, match: re.Match[str]) -> bool:
+    """10.2.0.0/16 names a network (host bits zero), not anybody's host."""
+    prefix = _PREFIX_LENGTH.match(text, match.end())
+    if not prefix:
+        return False
+    try:
+        ipaddress.ip_network(f"{match.group()}/{prefix.group(1)}", strict=True)
+    except ValueError:
+        return False  # host bits set (inet 192.168.1.5/24): an interface address
+    return True
 
 
 def _is_personal_address(candidate: str) -> bool:
@@ -655,6 +743,7 @@ def _is_personal_address(candidate: str) -> bool:
 _PHONE_CANDIDATE = re.compile(r"[+(]?\d[\d \t().\-/]{5,24}\d")
 _PHONE_NOT_CANDIDATE = re.compile(r"\d{4}-\d\d-\d\d(?:[ T]\d\d)?|\d+|[\d.]+")
 _NANP_DOTTED = re.compile(r"\d{3}\.\d{3}\.\d{4}")
+_DOTTED_QUAD = re.compile(r"\d+\.\d+\.\d+\.\d+")
 _PHONE_WINDOW = 12
 _PHONE_SEPARATORS = frozenset(" \t().-/")
 _COUNTRY_PREFIX = re.compile(r"^\+\d{1,3}[ .-]?")
@@ -678,6 +767,8 @@ def _is_phone_candidate(text: str, candidate: re.Match[str]) -> bool:
     raw = candidate.group()
     if sum(c.isdigit() for c in raw) < 7 or _glued_to_code(text, candidate.start(), candidate.end()):
         return False
+    if _DOTTED_QUAD.search(raw):
+        return False  # an address, network or version: 192.52.193.0/24
     return not _PHONE_NOT_CANDIDATE.fullmatch(raw) or bool(_NANP_DOTTED.fullmatch(raw))
 
 
@@ -685,7 +776,7 @@ def _looks_like_phone(raw: str) -> bool:
     # A national number without any grouping is an id/timestamp far more often,
     # and people group with dots or with spaces/dashes, not both ("1 192.0.2.10 2001").
     grouping = _COUNTRY_PREFIX.sub("", raw)
-    if "." in grouping and any(c in grouping for c in " -()"):
+    if "." in grouping and any(c in grouping for c in " -()/"):
         return False
     return raw.startswith("+") or any(c in _PHONE_SEPARATORS for c in raw)
 
@@ -705,10 +796,14 @@ _PRIORITY = {kind: rank for rank, kind in enumerate(KINDS)}
 
 
 def _drop_marker_overlaps(findings: Iterable[Finding], text: str) -> list[Finding]:
-    markers = [m.span() for m in _MARKER_RE.finditer(text)]
-    if not markers:
-        return [f for f in findings if f.end > f.start]
-    return [f for f in findings if f.end > f.start and not any(s < f.end and f.start < e for s, e in markers)]
+    markers = [m.span() for m in _MARKER_RE.finditer(text)]  # sorted, disjoint
+    marker_ends = [end for _, end in markers]
+
+    def overlaps_a_marker(finding: Finding) -> bool:
+        i = bisect.bisect_right(marker_ends, finding.start)  # first marker ending after start
+        return i < len(markers) and markers[i][0] < finding.end
+
+    return [f for f in findings if f.end > f.start and not overlaps_a_marker(f)]
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
@@ -788,8 +883,8 @@ def _render(text: str, findings: list[Finding]) -> tuple[str, list[_Segment]]:
 def _to_original(finding: Finding, segments: list[_Segment]) -> Finding:
     # Findings never overlap a marker (_drop_marker_overlaps), so each lies
     # inside one segment of original text.
-    for rendered_start, original_start, length in segments:
-        if rendered_start <= finding.start and finding.end <= rendered_start + length:
-            shift = original_start - rendered_start
-            return Finding(finding.kind, finding.start + shift, finding.end + shift)
-    raise AssertionError(f"finding {finding} straddles a marker")
+    i = bisect.bisect_right(segments, (finding.start, math.inf)) - 1  # last segment starting <= start
+    rendered_start, original_start, length = segments[i]
+    assert finding.end <= rendered_start + length, "a finding straddles a marker"
+    shift = original_start - rendered_start
+    return Finding(finding.kind, finding.start + shift, finding.end + shift)

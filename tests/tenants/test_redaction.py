@@ -155,6 +155,11 @@ def test_it_leaves_function_bodies_alone() -> None:
         "npm install @types/node@18.0.0",
         "ISBN 978-3-16-148410-0",
         'stripe.setPublishableKey("pk_live_51H8xYzAbCdEfGhIjKlMnOpQr");',
+        'COUNTRY_NAME = ObjectIdentifier("2.5.4.6")',
+        "as RFC 5891 §4.2.3.1 says",
+        'PRIVATE_RANGES = ["10.0.0.0/8", "172.16.0.0/12"]',
+        '_SK_START = b"-----BEGIN OPENSSH PRIVATE KEY-----"',
+        "__email__ = 'maintainer@example.com'",
     ],
 )
 def test_it_leaves_hashes_ids_versions_and_other_look_alikes_alone(line: str) -> None:
@@ -180,6 +185,11 @@ def test_it_leaves_hashes_ids_versions_and_other_look_alikes_alone(line: str) ->
         'password_label = "Enter your password"',
         "if password != confirm_password:",
         "tokens = tokenizer.encode(text)",
+        "if password != password2:",
+        'password = ask_password("Password: ")',
+        "DATABASE_URL=postgres://USER:PASSWORD@HOST:5432/db",
+        "redis://postgres:postgres@localhost:6379/0",
+        "twilio sid: ACxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
     ],
 )
 def test_it_leaves_placeholders_and_references_alone(line: str) -> None:
