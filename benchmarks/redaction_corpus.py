@@ -667,7 +667,6 @@ _NEGATIVE_TEMPLATES: tuple[tuple[str, Callable[[random.Random], str]], ...] = (
     ("hex_colors", lambda r: "palette = [" + ", ".join(f'"#{_s(r, HEX, 6)}"' for _ in range(4)) + "]"),
     ("big_literal", lambda r: f"population = {r.randint(1, 9)}_{r.randint(100, 999)}_{r.randint(100, 999)}_{r.randint(100, 999)}"),
     ("phone_validator", lambda r: 'PHONE_RE = re.compile(r"^\\+?[1-9]\\d{1,14}$")  # E.164'),
-    ("doc_email", lambda r: f'EMAIL_PLACEHOLDER = "{r.choice(_NAMES)}@example.com"  # RFC 2606'),
     ("login_test", lambda r: 'response = client.post("/login", data={"username": "u", "password": ""})'),
 )
 

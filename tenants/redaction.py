@@ -30,7 +30,10 @@ What is detected
     ``DB_PASS``, XML elements, .netrc), and ``curl -u user:password``; then
     filtered: see ``_is_secret_value``.
 ``email``, ``ip_address``
-    Regex, addresses validated with the stdlib ``ipaddress``.
+    Regex, addresses validated with the stdlib ``ipaddress``. Emails at
+    documentation domains (``bob@corp.example``) are redacted too: tests and
+    examples use them as stand-ins for real addresses, and over-redacting them
+    costs nothing.
 ``phone``
     ``phonenumbers.PhoneNumberMatcher`` (default region ``PHONE_REGION``).
 
@@ -44,16 +47,17 @@ What is not, and why
   ``<your-key>``, ``${VAR}``, ``{{ var }}``, ``os.environ[...]``, ``settings.X``,
   bare identifiers (``password = user_password``) and type names
   (``password: str``).
-* Addresses at documentation domains (``user@example.com``, ``*.test``).
 * Loopback, unspecified, link-local, multicast, reserved and documentation IP
   addresses (``127.0.0.1``, ``0.0.0.0``, ``::1``, ``192.0.2.x`` ...). A dotted quad
-  right after a version cue (``v``, ``==``, ``>=``, ``version``, ``release`` ...)
-  is a version, not an address; a bare ``1.2.3.4`` *is* redacted, since it cannot
-  be told apart from an address.
+  right after a version cue (``v``, ``==``, ``>=``, ``version``, ``§``, ``RFC n``,
+  ``ObjectIdentifier(`` ...) is a version, section or OID, and ``10.0.0.0/8`` is
+  a network; a bare ``1.2.3.4`` *is* redacted, since it cannot be told apart from
+  an address.
 * Digit runs without separators (``4155552671`` is more often an id than a phone
   number in code), dates, timestamps, line numbers, hex hashes and UUIDs.
 * Names, postal addresses, passwords in prose or in flags such as ``-pSECRET``,
-  phone numbers written in a national format other than ``PHONE_REGION``'s.
+  .netrc passwords without a digit, phone numbers written in a national format
+  other than ``PHONE_REGION``'s.
 
 Existing ``[REDACTED:<kind>]`` markers are left alone, and the result is
 rescanned where a redaction may have exposed a neighbour, so ``redact`` is
@@ -652,18 +656,12 @@ _FILE_EXTENSION_TLDS = frozenset(
 )
 
 
-# Reserved for documentation (RFC 2606/6761): nobody's address, as 192.0.2.x is nobody's host.
-_RESERVED_DOMAIN = re.compile(r"(?:^|\.)(?:example\.(?:com|org|net)|[^.]+\.(?:example|test|invalid|localhost))$")
-
-
 def _emails(scan: _Scan) -> Iterator[Finding]:
     text = scan.text
     for match in _EMAIL.finditer(text):
         domain = match.group(1).lower()
         if match.group(2).lower() in _FILE_EXTENSION_TLDS or domain.startswith(("self.", "cls.")):
             continue  # a file name, or Python's matrix multiply: x@self.weight
-        if _RESERVED_DOMAIN.search(domain):
-            continue
         if text.startswith(":", match.end()) or _in_url_authority(text, match.start()):
             continue  # git@github.com:org/repo (scp syntax), https://user:pw@host
         yield Finding("email", match.start(), match.end())
