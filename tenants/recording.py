@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
@@ -104,8 +104,16 @@ def task_outcome_record(*, task: BackgroundTask, value: float, idempotency_key: 
     """Record a task's one outcome. Returns the event and whether it was new.
 
     A replay with the same key is answered with the stored event; a different outcome for a
-    task that already has one is a conflict, not an overwrite.
+    task that already has one is a conflict, not an overwrite. Two deliveries racing on the
+    idempotency constraint: the loser retries and finds the winner's event.
     """
+    try:
+        return _task_outcome_record(task, value, idempotency_key)
+    except IntegrityError:
+        return _task_outcome_record(task, value, idempotency_key)
+
+
+def _task_outcome_record(task: BackgroundTask, value: float, idempotency_key: str) -> tuple[FeedbackEvent, bool]:
     org = task.org
     with transaction.atomic():
         existing = FeedbackEvent.objects.for_org(org).filter(idempotency_key=idempotency_key).first()

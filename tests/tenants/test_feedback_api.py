@@ -6,7 +6,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from tenants.models import FeedbackEvent
-from tests.conftest import record
+from tests.conftest import api_client, record
 
 URL = "/api/v1/feedback"
 
@@ -179,3 +179,24 @@ def test_feedback_needs_an_api_key(db):
     response = APIClient().post(URL, {"events": []}, format="json")
     assert response.status_code == 401
     assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_batch_delivered_twice_at_once_is_stored_once(acme):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    interaction = record(acme.client)
+    batch = {"events": [event(interaction, f"k{i}") for i in range(50)]}
+
+    def deliver(_):
+        try:
+            return api_client(acme.key).post(URL, batch, format="json").json()
+        finally:
+            connection.close()  # each thread has its own connection
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        responses = list(pool.map(deliver, range(4)))
+    assert sorted(r["created"] for r in responses) == [0, 0, 0, 50]
+    assert stored(acme.org) == 50

@@ -4,7 +4,7 @@ Importing this module fails with the missing variable's name unless each is set,
 misconfigured deployment never silently falls back to the embedded default.
 """
 
-from controlplane.env import env_bool, env_str
+from controlplane.env import env_bool, env_int, env_str
 
 for _required in ("DJANGO_SECRET_KEY", "PLATFORM_MASTER_KEYS", "DATABASE_URL", "CELERY_BROKER_URL"):
     env_str(_required)
@@ -15,3 +15,6 @@ DEBUG = False
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# TLS usually ends at a load balancer; these are for when this process sees HTTPS itself.
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0, minimum=0)
