@@ -601,7 +601,7 @@ _NEGATIVE_TEMPLATES: tuple[tuple[str, Callable[[random.Random], str]], ...] = (
     ("clock", lambda r: f"elapsed {r.randint(0, 23):02d}:{r.randint(0, 59):02d}:{r.randint(0, 59):02d}.{r.randint(0, 999):03d}"),
     ("sum_list", lambda r: "def sum_list(xs: list[int]) -> int:\n    return sum(xs)"),
     ("square", lambda r: f"def square(n: int) -> int:\n    return n * n\n\nassert square({r.randint(2, 9)}) > 0"),
-    ("index", lambda r: f"head = xs[0]\ntail = xs[1:]\nmid = xs[len(xs) // 2]"),
+    ("index", lambda r: "head = xs[0]\ntail = xs[1:]\nmid = xs[len(xs) // 2]"),
     ("fib", lambda r: "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a"),
     ("matmul", lambda r: "y = x@self.weight.T + self.bias\nz = a @ b"),
     ("decorators", lambda r: '@app.route("/users/<int:user_id>")\n@login_required\ndef show(user_id): ...'),

@@ -108,6 +108,11 @@ class InteractionCreateSerializer(StrictSerializer):
     latency_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
 
 
+class InteractionFilterSerializer(StrictSerializer):
+    task_id = serializers.UUIDField(required=False, help_text="Only the interactions of this background task.")
+    adapter = Text(required=False, max_length=100, help_text="Only those served by this adapter version.")
+
+
 class CreatedSerializer(serializers.Serializer):
     id = serializers.UUIDField()
 
@@ -163,6 +168,11 @@ class FeedbackBatchResultSerializer(serializers.Serializer):
     created = serializers.IntegerField()
     duplicates = serializers.IntegerField()
     results = FeedbackItemResultSerializer(many=True)
+
+
+class FeedbackFilterSerializer(StrictSerializer):
+    interaction_id = serializers.UUIDField(required=False, help_text="Only the feedback about this interaction.")
+    type = serializers.ChoiceField(choices=sorted(FeedbackEvent.Type.values), required=False)
 
 
 class FeedbackEventSerializer(serializers.Serializer):

@@ -12,8 +12,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.pagination import CursorPagination
-from rest_framework.response import Response
 from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tenants import export, feedback, organizations, privacy, recording
@@ -47,6 +47,14 @@ def _valid(serializer_class, request):
     serializer = serializer_class(data=request.data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+def _filters(serializer_class, request) -> dict:
+    """Validated query-string filters, without the pagination parameters."""
+    query = {k: v for k, v in request.query_params.items() if k not in ("cursor", "limit")}
+    serializer = serializer_class(data=query)
+    serializer.is_valid(raise_exception=True)
+    return {k: v for k, v in serializer.validated_data.items() if v is not None}
 
 
 ERRORS = {
@@ -90,6 +98,7 @@ class PrivacyPolicyView(APIView):
 
 class AuditLogView(ListView):
     pagination_class = pages_ordered_by("-at")
+
     @extend_schema(responses=s.AuditEventSerializer(many=True))
     def get(self, request):
         events = AuditEvent.objects.for_org(request.auth.org)
@@ -165,9 +174,11 @@ class ApiKeyView(APIView):
 
 class InteractionListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
-    @extend_schema(responses=s.InteractionSerializer(many=True))
+
+    @extend_schema(parameters=[s.InteractionFilterSerializer], responses=s.InteractionSerializer(many=True))
     def get(self, request):
-        interactions = Interaction.objects.for_org(request.auth.org).select_related("org")
+        filters = _filters(s.InteractionFilterSerializer, request)
+        interactions = Interaction.objects.for_org(request.auth.org).select_related("org").filter(**filters)
         return self.paginated(interactions, s.InteractionSerializer)
 
     @extend_schema(request=s.InteractionCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
@@ -203,9 +214,10 @@ class InteractionView(APIView):
 
 class FeedbackView(ListView):
     pagination_class = pages_ordered_by("-received_at")
-    @extend_schema(responses=s.FeedbackEventSerializer(many=True))
+
+    @extend_schema(parameters=[s.FeedbackFilterSerializer], responses=s.FeedbackEventSerializer(many=True))
     def get(self, request):
-        events = FeedbackEvent.objects.for_org(request.auth.org)
+        events = FeedbackEvent.objects.for_org(request.auth.org).filter(**_filters(s.FeedbackFilterSerializer, request))
         return self.paginated(events, s.FeedbackEventSerializer)
 
     @extend_schema(
@@ -234,6 +246,7 @@ class FeedbackView(ListView):
 
 class TaskListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
+
     @extend_schema(responses=s.TaskSerializer(many=True))
     def get(self, request):
         return self.paginated(recording.tasks_of(org=request.auth.org), s.TaskSerializer)

@@ -200,3 +200,14 @@ def test_the_same_batch_delivered_twice_at_once_is_stored_once(acme):
         responses = list(pool.map(deliver, range(4)))
     assert sorted(r["created"] for r in responses) == [0, 0, 0, 50]
     assert stored(acme.org) == 50
+
+
+def test_the_feedback_list_filters_by_interaction_and_type(acme):
+    first, second = record(acme.client), record(acme.client)
+    acme.client.post(URL, {"events": [event(first, "a"), event(first, "b", "edit_persisted"), event(second, "c")]}, format="json")
+    about_first = acme.client.get(URL, {"interaction_id": first}).json()["results"]
+    assert sorted(e["idempotency_key"] for e in about_first) == ["a", "b"]
+    persisted = acme.client.get(URL, {"interaction_id": first, "type": "edit_persisted"}).json()["results"]
+    assert [e["idempotency_key"] for e in persisted] == ["b"]
+    assert acme.client.get(URL, {"interaction_id": "nope"}).status_code == 400
+    assert acme.client.get(URL, {"colour": "red"}).status_code == 400

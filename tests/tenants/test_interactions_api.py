@@ -82,3 +82,12 @@ def test_an_unknown_id_is_a_json_404(acme):
     response = acme.client.get(f"{URL}/not-a-uuid")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
+
+
+def test_the_list_filters_by_task_and_adapter(acme):
+    task_id = acme.client.post("/api/v1/tasks", {}, format="json").json()["id"]
+    in_task = record(acme.client, task_id=task_id, adapter="acme@v2")
+    record(acme.client, adapter="acme@v1")
+    assert [row["id"] for row in acme.client.get(URL, {"task_id": task_id}).json()["results"]] == [in_task]
+    assert [row["id"] for row in acme.client.get(URL, {"adapter": "acme@v2"}).json()["results"]] == [in_task]
+    assert acme.client.get(URL, {"task_id": "nope"}).status_code == 400

@@ -134,7 +134,7 @@ def acme_data(acme, globex) -> AcmeData:
     data so that globex's lists are not trivially empty."""
     ids = {name: make(acme) for name, make in OBJECT_FACTORIES.items()}
     events = [{"interaction_id": ids["interaction_id"], "type": t, "idempotency_key": k}
-              for t, k in zip(("edit_accepted", "edit_persisted"), ACME_FEEDBACK_KEYS)]
+              for t, k in zip(("edit_accepted", "edit_persisted"), ACME_FEEDBACK_KEYS, strict=True)]
     assert acme.client.post("/api/v1/feedback", {"events": events}, format="json").status_code == 200
     outcome = acme.client.post(f"/api/v1/tasks/{ids['task_id']}/outcome",
                                {"value": 0.5, "idempotency_key": ACME_OUTCOME_KEY}, format="json")
