@@ -1,0 +1,38 @@
+"""Everything that determines a base model, in one dataclass: same config, same model."""
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+# Bump when the corpus, tokenizer or training code changes what a config builds.
+RECIPE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BaseModelConfig:
+    seed: int = 0
+    # Corpus (SPEC 6.4): generated prompt/response pairs.
+    corpus_size: int = 20_000
+    ambiguous_rate: float = 0.2  # share of prompts with `File: ?`
+    # Tokenizer: byte-level BPE, so tabs and runs of spaces survive exactly.
+    vocab_size: int = 800
+    # Model: a Llama with tied embeddings; head_dim 64 is what vLLM's CPU kernels expect.
+    layers: int = 4
+    hidden: int = 192
+    heads: int = 3
+    intermediate: int = 512
+    max_positions: int = 256
+    # Training: loss on the response only.
+    steps: int = 600
+    batch_size: int = 64
+    learning_rate: float = 2e-3
+    warmup_steps: int = 30
+    weight_decay: float = 0.01
+
+    def fingerprint(self) -> str:
+        recipe = json.dumps({"recipe": RECIPE_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(recipe.encode()).hexdigest()[:16]
+
+
+# A seconds-fast model for tests: the same recipe at a size that loads, not one that is good.
+TINY = BaseModelConfig(corpus_size=400, vocab_size=400, layers=1, hidden=64, heads=1, intermediate=128, steps=4, batch_size=16, warmup_steps=1)
