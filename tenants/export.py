@@ -6,19 +6,26 @@ memory; the API turns each (kind, row) into one JSON line.
 
 from collections.abc import Iterator
 
+from tenants.audit import audit_record
 from tenants.models import ApiKey, AuditEvent, FeedbackEvent, Interaction, Membership, Organization, PrivacyPolicy
+from tenants.recording import tasks_of
 
 CHUNK = 500
 
 
-def org_export_rows(*, org: Organization, tasks) -> Iterator[tuple[str, object]]:
-    """`tasks` is the organization's task queryset, annotated as the API shows tasks."""
+def org_export(*, org: Organization, actor: str) -> Iterator[tuple[str, object]]:
+    """Everything of the organization as (kind, row), in a fixed order; the export is audited."""
+    audit_record(org=org, actor=actor, action="organization.export")
+    return _rows(org)
+
+
+def _rows(org: Organization) -> Iterator[tuple[str, object]]:
     yield "organization", org
     yield "privacy_policy", PrivacyPolicy.objects.for_org(org).get()
     yield from (("member", m) for m in Membership.objects.for_org(org).select_related("user").order_by("pk"))
     yield from (("api_key", k) for k in ApiKey.objects.for_org(org).order_by("created_at"))
     yield from (("audit_event", e) for e in _chunked(AuditEvent.objects.for_org(org)))
-    yield from (("task", t) for t in _chunked(tasks))
+    yield from (("task", t) for t in _chunked(tasks_of(org=org)))
     yield from (("interaction", i) for i in _chunked(Interaction.objects.for_org(org).select_related("org")))
     yield from (("feedback", f) for f in _chunked(FeedbackEvent.objects.for_org(org)))
 

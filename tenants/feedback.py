@@ -13,7 +13,7 @@ Parsing is hand-written rather than a DRF serializer: it is the hot path of the 
 import math
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -26,6 +26,9 @@ EVENT_FIELDS = frozenset({"interaction_id", "type", "idempotency_key", "value", 
 MAX_KEY_LENGTH = 200
 # Clients' clocks drift; an event stamped further in the future than this is a bug upstream.
 MAX_CLOCK_SKEW = timedelta(minutes=5)
+# Anything earlier is a client bug (an epoch of 0, year 1), and near year 1 a time zone
+# offset would overflow the database's datetime.
+EARLIEST_EVENT = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,15 @@ def _optional_number(item: dict, field: str) -> float | None:
     raw = item.get(field)
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise ValueError(f"'{field}' must be a finite number.")
-    return float(raw)
+    try:
+        value = float(raw)  # a JSON integer of 400 digits overflows here
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise ValueError(f"'{field}' must be a finite number.")
+    return value
 
 
 def _idempotency_key(raw) -> str:
@@ -141,9 +150,9 @@ def _occurred_at(raw, now: datetime) -> datetime:
         raise ValueError(f"'occurred_at' is not an ISO 8601 time: {raw[:40]!r}.") from None
     if when.tzinfo is None:
         raise ValueError("'occurred_at' needs a time zone (e.g. '2026-01-31T12:00:00Z').")
-    if when > now + MAX_CLOCK_SKEW:
-        raise ValueError("'occurred_at' is in the future.")
-    return when
+    if not EARLIEST_EVENT <= when <= now + MAX_CLOCK_SKEW:
+        raise ValueError(f"'occurred_at' must lie between {EARLIEST_EVENT.date()} and now.")
+    return when.astimezone(UTC)
 
 
 def feedback_ingest(*, org: Organization, events: list[FeedbackIn]) -> list[ItemResult]:

@@ -11,10 +11,11 @@ import time
 from functools import cache
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from tenants import crypto
+from tenants.locking import lock_for_share
 from tenants.models import DataKey, Interaction, Organization
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,12 @@ def _key(org: Organization, version: int) -> bytes:
 
 
 def _active_version(org: Organization) -> int:
-    # Read on every write, not cached: a rotation must take effect for writers at once.
-    version = DataKey.objects.for_org(org).filter(active=True).values_list("version", flat=True).first()
+    """The version to seal with, share-locked until the caller's transaction ends so that a
+    rotation cannot destroy it under a write in flight (tenants/locking.py). Read on every
+    write, not cached: a rotation must take effect for writers at once."""
+    active = DataKey.objects.for_org(org).filter(active=True)
+    lock_for_share(active)
+    version = active.values_list("version", flat=True).first()
     if version is None:
         version = data_key_create(org=org).version
     return version
@@ -117,7 +122,7 @@ def org_keys_rotate(*, org: Organization, batch_size: int = 500) -> dict:
     reencrypted = _reencrypt_older_than(org, new.version, batch_size)
     time.sleep(settings.KEY_ROTATION_GRACE_SECONDS)
     reencrypted += _reencrypt_older_than(org, new.version, batch_size)
-    destroyed = _destroy_versions(org, DataKey.objects.for_org(org).filter(version__lt=new.version))
+    destroyed = _destroy_unused_versions(org, below=new.version)
     rewrapped = _rewrap_under_current_master(org)
     return {"org": org.slug, "active_version": new.version, "reencrypted": reencrypted,
             "destroyed_versions": destroyed, "rewrapped": rewrapped}
@@ -142,15 +147,41 @@ def _reencrypt_older_than(org: Organization, version: int, batch_size: int) -> i
             )
 
 
+def _destroy_unused_versions(org: Organization, *, below: int) -> list[int]:
+    """Destroy the old versions no row is sealed with any more. Locking them first waits for
+    writes that share-locked them (tenants/locking.py); a version such a write still used
+    survives until the next rotation instead of taking that row's content with it."""
+    with transaction.atomic():
+        old = list(DataKey.objects.for_org(org).select_for_update().filter(version__lt=below).values_list("version", flat=True))
+        in_use = set(Interaction.objects.for_org(org).filter(content_key_version__in=old).values_list("content_key_version", flat=True).distinct())
+        if in_use:
+            log.warning("Data key versions %s of %s are still in use; they stay until the next rotation.", sorted(in_use), org.slug)
+        destroyed = _destroy_versions(org, DataKey.objects.for_org(org).filter(version__in=set(old) - in_use))
+    _checkpoint_sqlite_wal()
+    return destroyed
+
+
 def _destroy_versions(org: Organization, data_keys) -> list[int]:
-    """Overwrite, then delete: with SQLite's secure_delete the old bytes leave the file too."""
+    """Overwrite, then delete, then push the change out of SQLite's write-ahead log: with
+    secure_delete on, the key's bytes then leave both database files."""
     versions = list(data_keys.values_list("version", flat=True))
     with transaction.atomic():
         data_keys.update(wrapped=b"\0" * 60, master_key_id="destroyed")
         DataKey.objects.for_org(org).filter(version__in=versions).delete()
     for version in versions:
         _cache.pop((str(org.pk), version), None)
+    _checkpoint_sqlite_wal()
     return versions
+
+
+def _checkpoint_sqlite_wal() -> None:
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy, _, _ = cursor.fetchone()
+    if busy:
+        log.warning("A reader kept the SQLite WAL from being truncated; destroyed key bytes may linger there until the next checkpoint.")
 
 
 def _rewrap_under_current_master(org: Organization) -> int:

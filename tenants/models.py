@@ -197,5 +197,9 @@ class FeedbackEvent(models.Model):
                 condition=models.Q(interaction__isnull=False) | models.Q(task__isnull=False),
                 name="feedback_is_about_something",
             ),
+            # A background task has one outcome, even when two deliveries race.
+            models.UniqueConstraint(
+                fields=["task"], condition=models.Q(type="task_outcome", task__isnull=False), name="one_outcome_per_task"
+            ),
         ]
         indexes = [models.Index(fields=["org", "received_at"])]

@@ -13,6 +13,7 @@ from django.utils.text import slugify
 
 from tenants import keys
 from tenants.audit import audit_record
+from tenants.privacy import policy_validate
 from tenants.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tenants.models import ApiKey, Membership, Organization, PrivacyPolicy, Role, role_at_least
 
@@ -54,6 +55,7 @@ def org_create(*, name: str, owner_email: str, policy: dict | None = None) -> tu
         raise InvalidInput("An organization needs a name.")
     if "@" not in owner_email:
         raise InvalidInput(f"{owner_email!r} is not an email address.")
+    policy_validate(policy or {})
     with transaction.atomic():
         org = Organization.objects.create(slug=_unique_slug(name), name=name)
         PrivacyPolicy.objects.create(org=org, **(policy or {}))
@@ -66,12 +68,15 @@ def org_create(*, name: str, owner_email: str, policy: dict | None = None) -> tu
     return org, raw_key
 
 
-def org_delete(*, org: Organization) -> None:
+def org_delete(*, org: Organization, confirm_slug: str) -> None:
     """Delete an organization and everything of it, destroying its data keys first.
 
-    The keys go in their own committed transaction before any row is deleted: if deletion
-    fails half-way, what is left is already unreadable.
+    `confirm_slug` must repeat the organization's slug: deletion cannot be undone. The keys go
+    in their own committed transaction before any row is deleted: if deletion fails half-way,
+    what is left is already unreadable.
     """
+    if confirm_slug != org.slug:
+        raise InvalidInput(f'To delete the organization, confirm with its slug: {{"confirm": "{org.slug}"}}.')
     keys.org_keys_shred(org=org)
     with transaction.atomic():
         Organization.objects.filter(pk=org.pk).delete()
@@ -103,10 +108,12 @@ def member_set_role(*, membership: Membership, role: str, by: Principal) -> Memb
     if membership.role == Role.OWNER and role != Role.OWNER:
         _require_another_owner(membership)
     before = membership.role
-    membership.role = role
-    membership.save(update_fields=["role"])
-    audit_record(org=membership.org, actor=by.actor, action="member.role", target=membership.user.email,
-                 before={"role": before}, after={"role": role})
+    with transaction.atomic():
+        membership.role = role
+        membership.save(update_fields=["role"])
+        revoked = _revoke_keys_of(membership, above=role, by=by)
+        audit_record(org=membership.org, actor=by.actor, action="member.role", target=membership.user.email,
+                     before={"role": before}, after={"role": role, "revoked_keys": revoked})
     return membership
 
 
@@ -114,9 +121,20 @@ def member_remove(*, membership: Membership, by: Principal) -> None:
     _require_can_grant(by, membership.role)
     if membership.role == Role.OWNER:
         _require_another_owner(membership)
-    membership.delete()
-    audit_record(org=membership.org, actor=by.actor, action="member.remove", target=membership.user.email,
-                 before={"role": membership.role})
+    with transaction.atomic():
+        revoked = _revoke_keys_of(membership, above=None, by=by)
+        membership.delete()
+        audit_record(org=membership.org, actor=by.actor, action="member.remove", target=membership.user.email,
+                     before={"role": membership.role}, after={"revoked_keys": revoked})
+
+
+def _revoke_keys_of(membership: Membership, *, above: str | None, by: Principal) -> list[str]:
+    """Revoke the keys a member created that carry more than `above` (all of them for None):
+    a key must not keep rights its creator has lost."""
+    keys_of_member = ApiKey.objects.for_org(membership.org).filter(created_by=f"user:{membership.user.email}", revoked_at__isnull=True)
+    doomed = [k for k in keys_of_member if above is None or not role_at_least(above, k.role)]
+    ApiKey.objects.for_org(membership.org).filter(pk__in=[k.pk for k in doomed]).update(revoked_at=timezone.now())
+    return [k.prefix for k in doomed]
 
 
 def _require_can_grant(by: Principal, role: str) -> None:
@@ -141,6 +159,13 @@ def api_key_create(*, org: Organization, name: str, role: str, actor: str) -> tu
     )
     audit_record(org=org, actor=actor, action="api_key.create", target=api_key.prefix, after={"name": name, "role": role})
     return api_key, raw_key
+
+
+def api_key_issue(*, org: Organization, name: str, role: str, by: Principal) -> tuple[ApiKey, str]:
+    """A key made by a caller, who cannot hand out more rights than they hold."""
+    if not by.can(role):
+        raise Forbidden(f"A {by.role} cannot create a key with the {role} role.")
+    return api_key_create(org=org, name=name, role=role, actor=by.actor)
 
 
 def api_key_revoke(*, api_key: ApiKey, by: Principal) -> ApiKey:

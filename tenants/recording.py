@@ -9,7 +9,9 @@ from django.utils import timezone
 from tenants import keys, redaction
 from tenants.audit import audit_record
 from tenants.errors import Conflict, NotFound
+from tenants.locking import lock_for_share
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
+from tenants.privacy import policy_get
 
 
 @dataclass(frozen=True)
@@ -17,10 +19,6 @@ class InteractionContent:
     messages: list[dict]
     completion: str
     logprobs: list | None = None  # per completion token, as served; kept with the text it describes
-
-
-def policy_of(org: Organization) -> PrivacyPolicy:
-    return PrivacyPolicy.objects.for_org(org).get()
 
 
 def interaction_record(
@@ -39,24 +37,28 @@ def interaction_record(
 
     Redaction happens before encryption, so a secret never reaches the database even as
     ciphertext; in zero-retention mode the text is dropped here and never written anywhere.
+    The policy is read under a share lock (tenants/locking.py): a switch to zero retention
+    waits for recordings in flight, then purges them too.
     """
-    policy = policy_of(org)
-    interaction = Interaction(
-        org=org, source=source, adapter=adapter, task=task, end_user=end_user,
-        latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-    )
-    if policy.store_content:
-        messages, completion = content.messages, content.completion
-        if policy.redact:
-            messages, found_in_messages = redaction.redact_messages(messages)
-            redacted = redaction.redact(completion)
-            completion = redacted.text
-            interaction.redactions = found_in_messages + len(redacted.findings)
-        payload = {"messages": messages, "completion": completion}
-        if content.logprobs is not None:
-            payload["logprobs"] = content.logprobs
-        keys.interaction_content_seal(interaction=interaction, payload=payload)
-    interaction.save(force_insert=True)
+    with transaction.atomic():
+        lock_for_share(PrivacyPolicy.objects.for_org(org))
+        policy = policy_get(org=org)
+        interaction = Interaction(
+            org=org, source=source, adapter=adapter, task=task, end_user=end_user,
+            latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        )
+        if policy.store_content:
+            messages, completion = content.messages, content.completion
+            if policy.redact:
+                messages, found_in_messages = redaction.redact_messages(messages)
+                redacted = redaction.redact(completion)
+                completion = redacted.text
+                interaction.redactions = found_in_messages + len(redacted.findings)
+            payload = {"messages": messages, "completion": completion}
+            if content.logprobs is not None:
+                payload["logprobs"] = content.logprobs
+            keys.interaction_content_seal(interaction=interaction, payload=payload)
+        interaction.save(force_insert=True)
     return interaction
 
 

@@ -154,14 +154,32 @@ def redact(text: str) -> Redacted:
 
 
 def redact_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """Redact the ``content`` of OpenAI-style chat messages; other keys are kept as is."""
+    """Redact the ``content`` of OpenAI-style chat messages and the arguments of their tool
+    calls (an agent passes file contents and commands there); other keys are kept as is."""
     redacted: list[dict[str, Any]] = []
     count = 0
     for message in messages:
-        content, found = _redact_content(message.get("content"))
-        redacted.append({**message, "content": content} if "content" in message else dict(message))
-        count += found
+        message = dict(message)
+        if "content" in message:
+            message["content"], found = _redact_content(message["content"])
+            count += found
+        if isinstance(message.get("tool_calls"), list):
+            message["tool_calls"], found = _redact_tool_calls(message["tool_calls"])
+            count += found
+        redacted.append(message)
     return redacted, count
+
+
+def _redact_tool_calls(tool_calls: list[Any]) -> tuple[list[Any], int]:
+    calls, count = [], 0
+    for call in tool_calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+            result = redact(function["arguments"])
+            call = {**call, "function": {**function, "arguments": result.text}}
+            count += len(result.findings)
+        calls.append(call)
+    return calls, count
 
 
 def _redact_content(content: Any) -> tuple[Any, int]:

@@ -39,8 +39,3 @@ class TenantManager(models.Manager):
         if fields.get("org") is None and fields.get("org_id") is None:
             raise UnscopedQueryError(f"A new {self.model.__name__} needs an organization.")
         return super().get_queryset().create(**fields)
-
-    def bulk_create(self, objs, **options):
-        if any(obj.org_id is None for obj in objs):
-            raise UnscopedQueryError(f"Every new {self.model.__name__} needs an organization.")
-        return super().get_queryset().bulk_create(objs, **options)

@@ -25,13 +25,17 @@ class Api:
         return self._call("PUT", path, body)
 
     def status_of(self, method: str, path: str, body: dict | None = None) -> int:
+        """The HTTP status a request gets, success or not."""
         try:
-            self._call(method, path, body)
-            return 200
+            return self._request(method, path, body)[0]
         except ApiError as error:
             return error.status
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        raw = self._request(method, path, body)[1]
+        return json.loads(raw) if raw else {}
+
+    def _request(self, method: str, path: str, body: dict | None) -> tuple[int, bytes]:
         request = urllib.request.Request(
             self.base_url + path,
             method=method,
@@ -40,7 +44,11 @@ class Api:
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
+                return response.status, response.read()
         except urllib.error.HTTPError as error:
-            raise ApiError(error.code, json.loads(error.read() or b"{}")) from None
-        return json.loads(raw) if raw else {}
+            raw = error.read()
+            try:
+                body = json.loads(raw) if raw else {}
+            except ValueError:  # a proxy's HTML error page, say
+                body = {"error": {"message": raw[:200].decode(errors="replace")}}
+            raise ApiError(error.code, body) from None

@@ -2,10 +2,12 @@
 field name is an error, not a silently ignored setting."""
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tenants import recording
 from tenants.models import FeedbackEvent, Role
+from tenants.privacy import MAX_RETENTION_DAYS
 
 
 class StrictSerializer(serializers.Serializer):
@@ -89,20 +91,60 @@ class AuditEventSerializer(serializers.Serializer):
 class PrivacyPolicySerializer(StrictSerializer):
     training_enabled = serializers.BooleanField(required=False, help_text="Train this organization's adapter on its data. Off by default.")
     store_content = serializers.BooleanField(required=False, help_text="Off is zero-retention mode: metrics and feedback only, never text; turning it off purges stored text.")
-    retention_days = serializers.IntegerField(required=False, min_value=1, max_value=3650, help_text="Recorded content older than this is purged.")
+    retention_days = serializers.IntegerField(required=False, min_value=1, max_value=MAX_RETENTION_DAYS, help_text="Recorded content older than this is purged.")
     redact = serializers.BooleanField(required=False, help_text="Replace secrets and PII before anything is stored.")
 
 
 # Recording -----------------------------------------------------------------------------------
 
+MAX_TEXT = 200_000
+
+
+@extend_schema_field({"oneOf": [
+    {"type": "string", "maxLength": MAX_TEXT},
+    {"type": "array", "items": {"type": "object", "properties": {"type": {"enum": ["text"]}, "text": {"type": "string"}},
+                                "required": ["type", "text"], "additionalProperties": False}},
+], "nullable": True})
+class MessageContent(serializers.Field):
+    """A message's content as the OpenAI API has it: a string, null, or a list of text parts."""
+
+    def to_internal_value(self, data):
+        if data is None or isinstance(data, str):
+            if isinstance(data, str) and len(data) > MAX_TEXT:
+                raise serializers.ValidationError(f"Longer than {MAX_TEXT} characters.")
+            return Text(allow_blank=True, trim_whitespace=False).run_validation(data) if data is not None else None
+        if isinstance(data, list) and all(isinstance(p, dict) and p.keys() == {"type", "text"} and p["type"] == "text" for p in data):
+            return [{"type": "text", "text": Text(allow_blank=True, max_length=MAX_TEXT, trim_whitespace=False).run_validation(p["text"])} for p in data]
+        raise serializers.ValidationError('Must be a string, null, or a list of {"type": "text", "text": ...} parts.')
+
+    def to_representation(self, value):
+        return value
+
+
+class ToolCallFunctionSerializer(StrictSerializer):
+    name = Text(max_length=200)
+    arguments = Text(allow_blank=True, max_length=MAX_TEXT, trim_whitespace=False)
+
+
+class ToolCallSerializer(StrictSerializer):
+    id = Text(max_length=200)
+    type = serializers.ChoiceField(choices=["function"])
+    function = ToolCallFunctionSerializer()
+
+
 class MessageSerializer(StrictSerializer):
-    role = serializers.ChoiceField(choices=["system", "user", "assistant", "tool"])
-    content = Text(allow_blank=True, max_length=200_000, trim_whitespace=False)
+    """One chat message in the OpenAI format."""
+
+    role = serializers.ChoiceField(choices=["system", "developer", "user", "assistant", "tool"])
+    content = MessageContent(allow_null=True)
+    name = Text(required=False, max_length=200)
+    tool_calls = serializers.ListField(child=ToolCallSerializer(), required=False, max_length=128)
+    tool_call_id = Text(required=False, max_length=200)
 
 
 class InteractionCreateSerializer(StrictSerializer):
     messages = serializers.ListField(child=MessageSerializer(), min_length=1, max_length=256)
-    completion = Text(allow_blank=True, max_length=200_000, trim_whitespace=False)
+    completion = Text(allow_blank=True, max_length=MAX_TEXT, trim_whitespace=False)
     adapter = Text(allow_null=True, required=False, max_length=100, help_text="The adapter version that served it, or null for the base model.")
     task_id = serializers.UUIDField(required=False, allow_null=True, help_text="The background task this interaction belongs to.")
     latency_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)

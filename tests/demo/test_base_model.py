@@ -69,3 +69,16 @@ def test_vllm_serves_the_base_model_with_logprobs(tiny_model):
     choice = completion["choices"][0]
     assert choice["message"]["content"]
     assert len(choice["logprobs"]["content"]) == completion["usage"]["completion_tokens"]
+
+
+def test_the_chat_template_renders_client_shaped_messages(tiny_model):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    messages = [{"role": "developer", "content": [{"type": "text", "text": "Be brief."}]}, {"role": "assistant", "content": None}]
+    assert tokenizer.apply_chat_template(messages, tokenize=False) == "<|bos|><|system|>\nBe brief.<|end|>\n<|assistant|>\n<|end|>\n"
+
+
+def test_a_config_with_another_head_size_is_refused():
+    with pytest.raises(ValueError, match="head size of 64"):
+        BaseModelConfig(hidden=96, heads=3)

@@ -85,7 +85,7 @@ DROP = object()
         ({"value": True}, "finite number"),
         ({"occurred_at": "yesterday"}, "ISO 8601"),
         ({"occurred_at": "2026-01-01T00:00:00"}, "time zone"),
-        ({"occurred_at": "2999-01-01T00:00:00Z"}, "future"),
+        ({"occurred_at": "2999-01-01T00:00:00Z"}, "and now"),
         ({"colour": "red"}, "colour"),
     ],
 )
@@ -211,3 +211,17 @@ def test_the_feedback_list_filters_by_interaction_and_type(acme):
     assert [e["idempotency_key"] for e in persisted] == ["b"]
     assert acme.client.get(URL, {"interaction_id": "nope"}).status_code == 400
     assert acme.client.get(URL, {"colour": "red"}).status_code == 400
+
+
+@pytest.mark.parametrize("raw_value, raw_time", [
+    ("1" + "0" * 400, '"2026-01-01T00:00:00Z"'),
+    ("1", '"0001-01-01T00:00:00+14:00"'),
+    ("1", '"1999-12-31T23:59:59Z"'),
+    ("1e999", '"2026-01-01T00:00:00Z"'),
+])
+def test_extreme_numbers_and_times_are_a_400_not_a_crash(acme, interaction, raw_value, raw_time):
+    raw = ('{"events": [{"interaction_id": "%s", "type": "edit_accepted", "idempotency_key": "k",'
+           ' "value": %s, "occurred_at": %s}]}') % (interaction, raw_value, raw_time)
+    response = acme.client.post(URL, raw, content_type="application/json")
+    assert response.status_code == 400
+    assert stored(acme.org) == 0

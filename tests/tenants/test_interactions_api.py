@@ -1,3 +1,5 @@
+import json
+
 from tenants.models import AuditEvent, FeedbackEvent, Interaction
 from tests.conftest import record
 
@@ -91,3 +93,27 @@ def test_the_list_filters_by_task_and_adapter(acme):
     assert [row["id"] for row in acme.client.get(URL, {"task_id": task_id}).json()["results"]] == [in_task]
     assert [row["id"] for row in acme.client.get(URL, {"adapter": "acme@v2"}).json()["results"]] == [in_task]
     assert acme.client.get(URL, {"task_id": "nope"}).status_code == 400
+
+
+def test_it_records_openai_style_messages_with_tool_calls_and_text_parts(acme):
+    token = "ghp_" + "a1B2" * 9
+    messages = [
+        {"role": "developer", "content": [{"type": "text", "text": "You edit code."}]},
+        {"role": "user", "content": "Fix utils.py", "name": "dana"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": f'{{"path": "utils.py", "token": "{token}"}}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "def f(): pass"},
+    ]
+    response = acme.client.post(URL, {"messages": messages, "completion": "done"}, format="json")
+    assert response.status_code == 201, response.json()
+    stored = acme.client.get(f"{URL}/{response.json()['id']}").json()
+    assert stored["messages"][0]["content"] == [{"type": "text", "text": "You edit code."}]
+    assert stored["messages"][2]["content"] is None and stored["messages"][3]["tool_call_id"] == "call_1"
+    assert token not in json.dumps(stored) and stored["redactions"] == 1
+
+
+def test_message_content_must_be_text(acme):
+    for content in ({"text": "x"}, [{"type": "image_url", "image_url": "x"}], 5):
+        body = {"messages": [{"role": "user", "content": content}], "completion": "y"}
+        response = acme.client.post(URL, body, format="json")
+        assert response.status_code == 400 and response.json()["error"]["message"].startswith("messages.0.content")

@@ -41,7 +41,7 @@ def test_last_used_is_written_at_most_once_a_minute(acme):
 
 
 def test_an_admin_cannot_mint_an_owner_key_or_revoke_one(acme, admin):
-    assert admin.post("/api/v1/api-keys", {"name": "x", "role": "owner"}, format="json").status_code == 400
+    assert admin.post("/api/v1/api-keys", {"name": "x", "role": "owner"}, format="json").status_code == 403
     owner_key = ApiKey.objects.for_org(acme.org).get(role=Role.OWNER)
     assert admin.delete(f"/api/v1/api-keys/{owner_key.pk}").status_code == 403
 
@@ -98,3 +98,21 @@ def test_a_console_user_without_membership_is_refused(db):
     client = APIClient()
     client.force_login(get_user_model().objects.create(username="stranger@x.example", email="stranger@x.example"))
     assert client.get("/api/v1/organization").status_code in (401, 403)
+
+
+def test_removing_or_demoting_a_member_revokes_the_keys_beyond_their_new_rights(acme):
+    from django.contrib.auth import get_user_model
+
+    from tenants.organizations import Principal, api_key_create, member_add, member_remove, member_set_role
+
+    owner = Principal(org=acme.org, role=Role.OWNER, actor="test")
+    dev = member_add(org=acme.org, email="dev@acme.example", role=Role.ADMIN, by=owner)
+    as_dev = f"user:{get_user_model().objects.get(email='dev@acme.example').email}"
+    admin_key, admin_raw = api_key_create(org=acme.org, name="dev admin", role=Role.ADMIN, actor=as_dev)
+    viewer_key, viewer_raw = api_key_create(org=acme.org, name="dev viewer", role=Role.VIEWER, actor=as_dev)
+    member_set_role(membership=dev, role=Role.VIEWER, by=owner)
+    assert api_client(admin_raw).get("/api/v1/organization").status_code == 401
+    assert api_client(viewer_raw).get("/api/v1/organization").status_code == 200
+    member_remove(membership=dev, by=owner)
+    assert api_client(viewer_raw).get("/api/v1/organization").status_code == 401
+    assert acme.client.get("/api/v1/organization").status_code == 200  # others' keys untouched

@@ -24,9 +24,9 @@ def test_create_org_prints_the_org_and_an_owner_key(db):
 
 
 def test_create_org_takes_privacy_options(db):
-    created = create_org("--name", "Acme", "--owner-email", "a@acme.example", "--training-enabled", "--no-store-content", "--retention-days", "7")
+    created = create_org("--name", "Acme", "--owner-email", "a@acme.example", "--no-store-content", "--retention-days", "7")
     policy = PrivacyPolicy.objects.for_org(Organization.objects.get(slug=created["org"])).get()
-    assert (policy.training_enabled, policy.store_content, policy.retention_days, policy.redact) == (True, False, 7, True)
+    assert (policy.training_enabled, policy.store_content, policy.retention_days, policy.redact) == (False, False, 7, True)
 
 
 def test_two_orgs_with_one_name_get_distinct_slugs(db):
@@ -66,3 +66,19 @@ def test_the_export_holds_all_of_the_orgs_data_as_json_lines(acme):
 
 def test_only_admins_export(viewer):
     assert viewer.get("/api/v1/export").status_code == 403
+
+
+@pytest.mark.parametrize("options, complaint", [
+    (("--retention-days", "0"), "retention_days"),
+    (("--retention-days", "-3"), "retention_days"),
+    (("--training-enabled", "--no-store-content"), "training_enabled must be off"),
+])
+def test_create_org_refuses_a_policy_it_cannot_honour(db, options, complaint):
+    with pytest.raises(CommandError, match=complaint):
+        create_org("--name", "Acme", "--owner-email", "a@acme.example", *options)
+    assert not Organization.objects.exists()
+
+
+def test_create_org_can_opt_in_to_training(db):
+    created = create_org("--name", "Acme", "--owner-email", "a@acme.example", "--training-enabled")
+    assert PrivacyPolicy.objects.for_org(Organization.objects.get(slug=created["org"])).get().training_enabled

@@ -44,7 +44,7 @@ def test_it_rejects_unknown_fields_and_bad_values_and_changes_nothing(acme):
 
 
 def test_zero_retention_mode_stores_metrics_and_feedback_but_never_text(acme):
-    acme.client.put(URL, {"store_content": False}, format="json")
+    acme.client.put(URL, {"store_content": False, "training_enabled": False}, format="json")
     interaction_id = record(acme.client, text="Task: secret plans", latency_ms=42)
     stored = Interaction.objects.for_org(acme.org).get(pk=interaction_id)
     assert stored.content is None and stored.latency_ms == 42
@@ -56,7 +56,7 @@ def test_zero_retention_mode_stores_metrics_and_feedback_but_never_text(acme):
 
 def test_turning_zero_retention_on_purges_text_already_stored(acme):
     interaction_id = record(acme.client)
-    acme.client.put(URL, {"store_content": False}, format="json")
+    acme.client.put(URL, {"store_content": False, "training_enabled": False}, format="json")
     purged = Interaction.objects.for_org(acme.org).get(pk=interaction_id)
     assert purged.content is None and purged.content_purged_at is not None
     audit = acme.client.get("/api/v1/audit-log").json()["results"][0]
@@ -79,3 +79,10 @@ def test_with_redaction_off_text_is_stored_as_sent(acme):
 
 def test_only_an_owner_key_carries_owner_rights(acme):
     assert acme.client_with_role(Role.ADMIN).delete("/api/v1/organization", {"confirm": acme.org.slug}, format="json").status_code == 403
+
+
+def test_zero_retention_with_training_on_is_refused_because_training_needs_text(acme):
+    response = acme.client.put(URL, {"store_content": False}, format="json")
+    assert response.status_code == 400
+    assert "training_enabled must be off" in response.json()["error"]["message"]
+    assert acme.client.get(URL).json()["store_content"] is True

@@ -128,7 +128,7 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_PATCH": False,
     "ENUM_NAME_OVERRIDES": {
         "MemberRoleEnum": "tenants.models.Role",
-        "MessageRoleEnum": ["system", "user", "assistant", "tool"],
+        "MessageRoleEnum": ["system", "developer", "user", "assistant", "tool"],
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

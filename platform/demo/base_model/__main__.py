@@ -1,4 +1,4 @@
-"""python -m demo.base_model [--data-dir DIR] [--seed N] [--tiny]: build or find the base model."""
+"""python -m demo.base_model [--data-dir DIR] [--seed N] [--steps N] [--tiny]: build or find the base model."""
 
 import argparse
 import json
@@ -16,9 +16,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Build the demo base model, or find it in the cache.")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("PLATFORM_DATA_DIR", ROOT / ".data")))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, help="training steps (default: the config's)")
     parser.add_argument("--tiny", action="store_true", help="the seconds-fast test model, not a good one")
     args = parser.parse_args()
     config = replace(TINY if args.tiny else BaseModelConfig(), seed=args.seed)
+    if args.steps:
+        config = replace(config, steps=args.steps)
     model_dir = ensure_base_model(config, args.data_dir)
     print(json.dumps({"model_dir": str(model_dir), **build_info(model_dir)["report"]}))
 

@@ -5,7 +5,7 @@ import json
 from dataclasses import asdict, dataclass
 
 # Bump when the corpus, tokenizer or training code changes what a config builds.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,10 @@ class BaseModelConfig:
     learning_rate: float = 2e-3
     warmup_steps: int = 30
     weight_decay: float = 0.01
+
+    def __post_init__(self):
+        if self.hidden % self.heads or self.hidden // self.heads != 64:
+            raise ValueError(f"hidden ({self.hidden}) / heads ({self.heads}) must be a head size of 64.")
 
     def fingerprint(self) -> str:
         recipe = json.dumps({"recipe": RECIPE_VERSION, **asdict(self)}, sort_keys=True)

@@ -39,7 +39,7 @@ def build_base_model(config: BaseModelConfig, out_dir: Path, *, progress: bool =
     device = "cuda" if torch.cuda.is_available() else "cpu"
 
     corpus = build_corpus(config)
-    tokenizer = train_tokenizer([e.prompt + "\n" + e.response for e in corpus], config.vocab_size)
+    tokenizer = train_tokenizer([e.prompt + "\n" + e.response for e in corpus], config.vocab_size, config.max_positions)
     sequences = [encode(tokenizer, example) for example in corpus]
     model = LlamaForCausalLM(model_config(config, tokenizer)).to(device)
 
@@ -76,6 +76,9 @@ def model_config(config: BaseModelConfig, tokenizer: PreTrainedTokenizerFast) ->
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+        # Served in float32 too (vLLM's "auto" would pick bfloat16), so that the logprobs vLLM
+        # records and the ones training recomputes come from the same numbers.
+        dtype="float32",
     )
 
 

@@ -14,5 +14,5 @@ class Command(BaseCommand):
         org = Organization.objects.filter(slug=options["org"]).first()
         if org is None:
             raise CommandError(f"No organization {options['org']!r}.")
-        org_delete(org=org)
+        org_delete(org=org, confirm_slug=org.slug)  # naming the slug on the command line is the confirmation
         self.stdout.write(f"Deleted {org.slug}; its content can no longer be decrypted.")
