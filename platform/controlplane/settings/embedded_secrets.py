@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 
@@ -21,11 +22,16 @@ def load_or_create(data_dir: Path) -> dict[str, str]:
         "secret_key": secrets.token_urlsafe(50),
         "master_keys": "embedded-1:" + base64.b64encode(secrets.token_bytes(32)).decode(),
     }
-    # O_EXCL: two processes starting at once must agree on one set of secrets.
+    # Written whole to a private file, then linked into place: link() fails if the name
+    # exists, so two processes starting at once agree on one set of secrets, and neither can
+    # read the other's half-written file.
+    fd, staging = tempfile.mkstemp(dir=data_dir, prefix=".secrets-")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            json.dump(made, file)
+        os.link(staging, path)
     except FileExistsError:
         return json.loads(path.read_text())
-    with os.fdopen(fd, "w") as file:
-        json.dump(made, file)
+    finally:
+        os.unlink(staging)
     return made
