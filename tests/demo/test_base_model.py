@@ -36,7 +36,7 @@ def test_a_cached_model_is_not_rebuilt(tiny_model, monkeypatch):
 
 
 def test_the_fingerprint_changes_with_any_setting():
-    assert len({replace(BaseModelConfig(), **change).fingerprint() for change in ({}, {"seed": 1}, {"steps": 1}, {"hidden": 8})}) == 4
+    assert len({replace(BaseModelConfig(), **change).fingerprint() for change in ({}, {"seed": 1}, {"steps": 1}, {"vocab_size": 900})}) == 4
 
 
 def test_the_tokenizer_keeps_code_whitespace_exactly(tiny_model):

@@ -198,3 +198,9 @@ def test_a_background_task_fails_when_one_step_is_wrong_misses_a_requirement_or_
 def test_a_background_task_without_steps_is_an_error():
     with pytest.raises(ValueError):
         task_outcome_for(STRICT, [])
+
+
+def test_the_simulated_users_send_only_event_types_the_platform_knows():
+    from tenants.models import FeedbackEvent
+
+    assert set(EVENT_TYPES) == set(FeedbackEvent.Type.values)
