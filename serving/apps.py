@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class ServingConfig(AppConfig):
     name = "serving"
     verbose_name = "Serving: vLLM replicas, adapter registry, gateway, gates, canaries"
+
+    def ready(self):
+        from serving.registry import org_adapters_destroy
+        from tenants.signals import organization_deleted
+
+        organization_deleted.connect(org_adapters_destroy, dispatch_uid="serving.org_adapters_destroy")

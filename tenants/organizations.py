@@ -14,6 +14,7 @@ from django.utils.text import slugify
 from tenants import keys
 from tenants.audit import audit_record
 from tenants.privacy import policy_validate
+from tenants.signals import organization_deleted
 from tenants.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tenants.models import ApiKey, Membership, Organization, PrivacyPolicy, Role, role_at_least
 
@@ -78,8 +79,10 @@ def org_delete(*, org: Organization, confirm_slug: str) -> None:
     if confirm_slug != org.slug:
         raise InvalidInput(f'To delete the organization, confirm with its slug: {{"confirm": "{org.slug}"}}.')
     keys.org_keys_shred(org=org)
+    org_id = org.pk
     with transaction.atomic():
-        Organization.objects.filter(pk=org.pk).delete()
+        Organization.objects.filter(pk=org_id).delete()
+    organization_deleted.send(sender=Organization, org_id=org_id, slug=org.slug)
     log.info("Deleted organization %s", org.slug)
 
 

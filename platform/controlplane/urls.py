@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView
 urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/", include("tenants.api.urls")),
+    path("api/v1/", include("serving.api.urls")),
 ]
 
 handler404 = "tenants.api.errors.not_found_view"

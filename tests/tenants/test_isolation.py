@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from serving.models import AdapterVersion
+
 from tenants.models import (
     ApiKey,
     AuditEvent,
@@ -128,8 +130,17 @@ WRITE_BODIES = {
 }
 
 
+def _adapter(tenant, root) -> AdapterVersion:
+    from serving.registry import adapter_register
+
+    source = root / f"trained-{tenant.org.slug}"
+    source.mkdir(parents=True)
+    (source / "adapter_config.json").write_text('{"base_model_name_or_path": "isolation-base"}')
+    return adapter_register(org=tenant.org, source_dir=source)
+
+
 @pytest.fixture
-def acme_data(acme, globex) -> AcmeData:
+def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
     """One of acme's objects of each kind, with feedback and an outcome, and some of globex's own
     data so that globex's lists are not trivially empty."""
     ids = {name: make(acme) for name, make in OBJECT_FACTORIES.items()}
@@ -142,6 +153,10 @@ def acme_data(acme, globex) -> AcmeData:
     second_task = _task(acme)  # one without an outcome, the target of the outcome check
     ids["task_id"] = second_task
 
+    settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "adapters"), "isolation-base"
+    acme_adapter = _adapter(acme, tmp_path)
+    _adapter(globex, tmp_path)
+
     theirs = record(globex.client)
     globex.client.post("/api/v1/feedback", {"events": [{"interaction_id": theirs, "type": "edit_accepted", "idempotency_key": "globex-own"}]}, format="json")
     _task(globex)
@@ -149,7 +164,7 @@ def acme_data(acme, globex) -> AcmeData:
     org = acme.org
     secrets = {
         org.slug, org.name, str(org.pk), ACME_PROMPT, ACME_COMPLETION, ACME_MEMBER, ACME_KEY_NAME,
-        *ACME_FEEDBACK_KEYS, ACME_OUTCOME_KEY,
+        *ACME_FEEDBACK_KEYS, ACME_OUTCOME_KEY, acme_adapter.name, str(acme_adapter.pk),
         *(str(pk) for pk in Interaction.objects.for_org(org).values_list("pk", flat=True)),
         *(str(pk) for pk in BackgroundTask.objects.for_org(org).values_list("pk", flat=True)),
         *(str(pk) for pk in FeedbackEvent.objects.for_org(org).values_list("pk", flat=True)),
@@ -172,6 +187,7 @@ def acme_state(org) -> dict:
         "keys": sorted(ApiKey.objects.for_org(org).values_list("pk", "role", "revoked_at")),
         "members": sorted(Membership.objects.for_org(org).values_list("pk", "user__email", "role")),
         "audit_events": AuditEvent.objects.for_org(org).count(),
+        "adapters": sorted(AdapterVersion.objects.for_org(org).values_list("pk", "name", "status")),
     }
 
 

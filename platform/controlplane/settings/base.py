@@ -143,6 +143,10 @@ MASTER_KEYS = env_str("PLATFORM_MASTER_KEYS", None) or _embedded_secret("master_
 # the old key just before rotation has committed before the key is destroyed.
 KEY_ROTATION_GRACE_SECONDS = env_int("PLATFORM_KEY_ROTATION_GRACE_SECONDS", 5, minimum=0)
 
+# Serving: adapter files live under one root; adapters trained on another base are refused.
+SERVING_ADAPTERS_ROOT = env_str("PLATFORM_ADAPTERS_ROOT", str(DATA_DIR / "adapters"))
+SERVING_BASE_MODEL_NAME = env_str("PLATFORM_BASE_MODEL_NAME", "demo-base")
+
 # The embedded broker is a folder: it needs no server and works across processes.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 _BROKER_DIR = DATA_DIR / "broker"

@@ -1,0 +1,57 @@
+"""Adapter versions and the routing table that says which one serves an organization.
+
+An adapter version is immutable once registered: its served name (`<org>@v<N>`) always means
+the same weights, because vLLM keys its prefix cache on the name. Promotion and rollback move
+the route, never the files.
+"""
+
+import uuid
+
+from django.db import models
+
+from tenants.models import Organization
+from tenants.scoping import TenantManager
+
+
+class AdapterVersion(models.Model):
+    class Status(models.TextChoices):
+        CANDIDATE = "candidate"  # registered, not yet through the gates
+        CANARY = "canary"  # serving a share of the organization's traffic
+        SERVING = "serving"  # the organization's incumbent
+        BLOCKED = "blocked"  # refused by a gate; never served
+        RETIRED = "retired"  # served once, replaced since
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="adapter_versions")
+    version = models.PositiveIntegerField()
+    name = models.CharField(max_length=100, unique=True)  # "<org slug>@v<version>", what clients and vLLM see
+    base_model = models.CharField(max_length=200)  # the base it was trained on; loading onto another is refused
+    path = models.CharField(max_length=300)  # relative to SERVING_ADAPTERS_ROOT; resolved and confined there
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.CANDIDATE)
+    # Lineage, filled by training: what it was trained from and on.
+    parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, related_name="children")
+    dataset_sha256 = models.CharField(max_length=64, blank=True)
+    gate_report = models.JSONField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["org", "version"], name="one_adapter_per_version")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Route(models.Model):
+    """What an organization's `model="default"` is served by: its incumbent (None: the base
+    model) and, during a canary, a candidate taking `canary_share` of the end users."""
+
+    org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="route")
+    # RESTRICT: a routed version cannot be deleted on its own, only with its organization.
+    serving = models.ForeignKey(AdapterVersion, on_delete=models.RESTRICT, null=True, related_name="+")
+    canary = models.ForeignKey(AdapterVersion, on_delete=models.RESTRICT, null=True, related_name="+")
+    canary_share = models.FloatField(default=0.0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()

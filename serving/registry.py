@@ -1,0 +1,105 @@
+"""The adapter registry: adapter versions per organization, their files, and their routes.
+
+Files live under one root (SERVING_ADAPTERS_ROOT), at `<org id>/v<N>`; a path is resolved
+(symlinks included) and must stay under the root, so neither a client nor a corrupt row can
+point vLLM at another organization's adapter or anywhere else on disk. A registered version
+is never rewritten: a new set of weights is a new version with a new name.
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from serving.models import AdapterVersion, Route
+from tenants.errors import Conflict, InvalidInput, NotFound
+from tenants.models import Organization
+
+
+def adapters_root() -> Path:
+    return Path(settings.SERVING_ADAPTERS_ROOT).resolve()
+
+
+def confined_path(relative: str) -> Path:
+    """The absolute path of an adapter's folder, refusing anything outside the root."""
+    root = adapters_root()
+    path = (root / relative).resolve()
+    if os.path.commonpath([root, path]) != str(root) or path == root:
+        raise InvalidInput(f"Adapter path {relative!r} is outside the adapters root.")
+    return path
+
+
+def adapter_base_model(source_dir: Path) -> str:
+    """The base model an adapter directory declares (peft's adapter_config.json)."""
+    try:
+        config = json.loads((source_dir / "adapter_config.json").read_text())
+    except (OSError, ValueError) as error:
+        raise InvalidInput(f"{source_dir} is not a PEFT adapter directory: {error}") from None
+    base = config.get("base_model_name_or_path")
+    if not isinstance(base, str) or not base:
+        raise InvalidInput(f"{source_dir}/adapter_config.json names no base model.")
+    return base
+
+
+def adapter_register(*, org: Organization, source_dir: Path, parent: AdapterVersion | None = None,
+                     dataset_sha256: str = "") -> AdapterVersion:
+    """Copy a trained adapter under the root as the organization's next version, a candidate.
+
+    Refused when it was trained on another base model than the one served: vLLM would load
+    it and serve nonsense.
+    """
+    base = adapter_base_model(source_dir)
+    if base != settings.SERVING_BASE_MODEL_NAME:
+        raise Conflict(f"The adapter was trained on {base!r}; this platform serves {settings.SERVING_BASE_MODEL_NAME!r}.")
+    if parent is not None and parent.org_id != org.pk:
+        raise NotFound("No such parent adapter in this organization.")
+    for attempt in range(3):  # two registrations racing for the same version number: retry
+        version = 1 + (AdapterVersion.objects.for_org(org).order_by("-version").values_list("version", flat=True).first() or 0)
+        relative = f"{org.pk}/v{version}"
+        target = confined_path(relative)
+        try:
+            with transaction.atomic():
+                adapter = AdapterVersion.objects.create(
+                    org=org, version=version, name=f"{org.slug}@v{version}", base_model=base, path=relative,
+                    parent=parent, dataset_sha256=dataset_sha256,
+                )
+                _copy_in(source_dir, target)
+            return adapter
+        except IntegrityError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _copy_in(source_dir: Path, target: Path) -> None:
+    """Copy into a staging folder, then rename: vLLM never sees a half-written adapter."""
+    if target.exists():
+        raise Conflict(f"{target} already exists; adapter files are never overwritten.")
+    staging = target.with_name(target.name + ".incoming")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source_dir, staging)
+    staging.rename(target)
+
+
+def adapter_get(*, org: Organization, name: str) -> AdapterVersion:
+    adapter = AdapterVersion.objects.for_org(org).filter(name=name).first()
+    if adapter is None:
+        raise NotFound(f"No adapter {name!r} in this organization.")
+    return adapter
+
+
+def adapter_files(adapter: AdapterVersion) -> Path:
+    return confined_path(adapter.path)
+
+
+def route_of(*, org: Organization) -> Route:
+    route, _ = Route.objects.for_org(org).get_or_create(org=org)
+    return route
+
+
+def org_adapters_destroy(*, org_id, **_) -> None:
+    """Remove a deleted organization's adapter files (connected to tenants' organization_deleted)."""
+    shutil.rmtree(confined_path(str(org_id)), ignore_errors=True)
