@@ -1,0 +1,41 @@
+"""Calls to a running vLLM server's adapter endpoints (runtime LoRA updating must be on).
+
+Django-free; the registry and deployments decide *what* to load, this only says it to vLLM.
+"""
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+class VllmError(RuntimeError):
+    """vLLM refused or failed a request; the message holds its answer."""
+
+
+def load_adapter(base_url: str, *, name: str, path: Path, timeout: float = 60.0) -> None:
+    """Make `name` servable on this replica from the adapter directory `path`."""
+    _post(base_url, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(path)}, timeout)
+
+
+def unload_adapter(base_url: str, *, name: str, timeout: float = 60.0) -> None:
+    _post(base_url, "/v1/unload_lora_adapter", {"lora_name": name}, timeout)
+
+
+def served_models(base_url: str, timeout: float = 10.0) -> set[str]:
+    """The names this replica serves: its base model and every loaded adapter."""
+    with urllib.request.urlopen(base_url.rstrip("/") + "/v1/models", timeout=timeout) as response:
+        return {model["id"] for model in json.loads(response.read())["data"]}
+
+
+def _post(base_url: str, path: str, body: dict, timeout: float) -> None:
+    request = urllib.request.Request(
+        base_url.rstrip("/") + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return
+    except urllib.error.HTTPError as error:
+        raise VllmError(f"{path} {body.get('lora_name')!r}: HTTP {error.code} {error.read()[:500].decode(errors='replace')}") from None
+    except OSError as error:
+        raise VllmError(f"{path}: vLLM at {base_url} did not answer: {error}") from None

@@ -1,0 +1,55 @@
+"""vLLM serves the base model and per-organization adapters side by side, loaded at run time."""
+
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from demo.base_model import bootstrap
+from demo.base_model.config import TINY
+from serving import vllm_api
+from serving.vllm_process import VllmOptions, VllmProcess
+from tests.serving.adapters import random_lora
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serving")
+    base = bootstrap.ensure_base_model(TINY, root, progress=False)
+    adapters = {name: random_lora(base, root / name, seed=seed) for seed, name in enumerate(("acme@v1", "globex@v1"), 1)}
+    with VllmProcess(VllmOptions(model=base, max_loras=2, max_lora_rank=8), log_path=root / "vllm.log") as process:
+        yield process, base, adapters
+
+
+def greedy(base_url: str, model: str) -> str:
+    body = {"model": model, "messages": [{"role": "user", "content": "Task: Return the square of a number."}],
+            "max_tokens": 12, "temperature": 0}
+    request = urllib.request.Request(base_url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return json.loads(response.read())["choices"][0]["message"]["content"]
+
+
+def test_adapters_load_at_run_time_and_each_serves_its_own_weights(server):
+    process, base, adapters = server
+    for name, path in adapters.items():
+        vllm_api.load_adapter(process.base_url, name=name, path=path)
+    assert vllm_api.served_models(process.base_url) >= {str(base), "acme@v1", "globex@v1"}
+    outputs = {model: greedy(process.base_url, model) for model in (str(base), "acme@v1", "globex@v1")}
+    assert len(set(outputs.values())) == 3, outputs
+
+
+def test_unloading_an_adapter_stops_serving_it(server):
+    process, _, adapters = server
+    vllm_api.load_adapter(process.base_url, name="gone@v1", path=adapters["acme@v1"])
+    vllm_api.unload_adapter(process.base_url, name="gone@v1")
+    assert "gone@v1" not in vllm_api.served_models(process.base_url)
+
+
+def test_a_missing_adapter_directory_is_a_clear_error(server, tmp_path):
+    process, _, _ = server
+    with pytest.raises(vllm_api.VllmError, match="nowhere@v1"):
+        vllm_api.load_adapter(process.base_url, name="nowhere@v1", path=Path(tmp_path / "missing"))
