@@ -47,8 +47,9 @@ def main() -> None:
     model_dir = ensure_base_model(config, args.data_dir)
     rng = random.Random(PROMPT_SEED)
     prompts = [generate.sample_prompt(rng) for _ in range(args.prompts)]
-    responses = sample_with_vllm(model_dir, [render_prompt(p) for p in prompts])
-    figures = {"model": build_info(model_dir)["report"], **measure(prompts, responses)}
+    prompt_texts = [render_prompt(p) for p in prompts]
+    responses = sample_with_vllm(model_dir, prompt_texts)
+    figures = {"model": build_info(model_dir)["report"], **measure(prompts, prompt_texts, responses)}
     print(json.dumps(figures) if args.json else report(figures))
 
 
@@ -62,7 +63,7 @@ def sample_with_vllm(model_dir: Path, prompt_texts: list[str]) -> list[str]:
     return [output.outputs[0].text for output in outputs]
 
 
-def measure(prompts, responses) -> dict:
+def measure(prompts, prompt_texts, responses) -> dict:
     parsed = [parse_response(text) for text in responses]
     edits = [(prompt, r) for prompt, r in zip(prompts, parsed, strict=True) if isinstance(r, Edit)]
     verdicts = [check_edit(edit, prompt) for prompt, edit in edits]
@@ -84,13 +85,13 @@ def measure(prompts, responses) -> dict:
         ),
         "ask_rate_clear": _rate(sum(isinstance(r, Ask) for r in clear), len(clear)),
         "ask_rate_ambiguous": _rate(sum(isinstance(r, Ask) for r in ambiguous), len(ambiguous)),
-        "personas": {name: persona_rates(Persona.load(name), prompts, responses) for name in PERSONAS},
+        "personas": {name: persona_rates(Persona.load(name), prompt_texts, responses) for name in PERSONAS},
     }
 
 
-def persona_rates(persona, prompts, responses) -> dict:
+def persona_rates(persona, prompt_texts, responses) -> dict:
     rng = random.Random(7)
-    events = [{e.type for e in feedback_for(persona, render_prompt(p), text, rng)} for p, text in zip(prompts, responses, strict=True)]
+    events = [{e.type for e in feedback_for(persona, prompt, text, rng)} for prompt, text in zip(prompt_texts, responses, strict=True)]
     return {
         "edit_persisted_rate": _rate(sum("edit_persisted" in e for e in events), len(events)),
         "dissatisfied_followup_rate": _rate(sum("dissatisfied_followup" in e for e in events), len(events)),

@@ -56,22 +56,22 @@ def adapter_register(*, org: Organization, source_dir: Path, parent: AdapterVers
         raise Conflict(f"The adapter was trained on {base!r}; this platform serves {settings.SERVING_BASE_MODEL_NAME!r}.")
     if parent is not None and parent.org_id != org.pk:
         raise NotFound("No such parent adapter in this organization.")
-    for attempt in range(3):  # two registrations racing for the same version number: retry
-        version = 1 + (AdapterVersion.objects.for_org(org).order_by("-version").values_list("version", flat=True).first() or 0)
-        relative = f"{org.pk}/v{version}"
-        target = confined_path(relative)
-        try:
-            with transaction.atomic():
-                adapter = AdapterVersion.objects.create(
-                    org=org, version=version, name=f"{org.slug}@v{version}", base_model=base, path=relative,
-                    parent=parent, dataset_sha256=dataset_sha256,
-                )
-                _copy_in(source_dir, target)
-            return adapter
-        except IntegrityError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+    try:
+        return _register_next_version(org, source_dir, base, parent, dataset_sha256)
+    except IntegrityError:  # a registration racing this one took the number: take the next
+        return _register_next_version(org, source_dir, base, parent, dataset_sha256)
+
+
+def _register_next_version(org, source_dir, base, parent, dataset_sha256) -> AdapterVersion:
+    version = 1 + (AdapterVersion.objects.for_org(org).order_by("-version").values_list("version", flat=True).first() or 0)
+    relative = f"{org.pk}/v{version}"
+    with transaction.atomic():
+        adapter = AdapterVersion.objects.create(
+            org=org, version=version, name=f"{org.slug}@v{version}", base_model=base, path=relative,
+            parent=parent, dataset_sha256=dataset_sha256,
+        )
+        _copy_in(source_dir, confined_path(relative))
+    return adapter
 
 
 def _copy_in(source_dir: Path, target: Path) -> None:

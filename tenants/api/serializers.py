@@ -108,13 +108,15 @@ MAX_TEXT = 200_000
 class MessageContent(serializers.Field):
     """A message's content as the OpenAI API has it: a string, null, or a list of text parts."""
 
+    text = Text(allow_blank=True, max_length=MAX_TEXT, trim_whitespace=False)
+
     def to_internal_value(self, data):
-        if data is None or isinstance(data, str):
-            if isinstance(data, str) and len(data) > MAX_TEXT:
-                raise serializers.ValidationError(f"Longer than {MAX_TEXT} characters.")
-            return Text(allow_blank=True, trim_whitespace=False).run_validation(data) if data is not None else None
+        if data is None:
+            return None
+        if isinstance(data, str):
+            return self.text.run_validation(data)
         if isinstance(data, list) and all(isinstance(p, dict) and p.keys() == {"type", "text"} and p["type"] == "text" for p in data):
-            return [{"type": "text", "text": Text(allow_blank=True, max_length=MAX_TEXT, trim_whitespace=False).run_validation(p["text"])} for p in data]
+            return [{"type": "text", "text": self.text.run_validation(p["text"])} for p in data]
         raise serializers.ValidationError('Must be a string, null, or a list of {"type": "text", "text": ...} parts.')
 
     def to_representation(self, value):

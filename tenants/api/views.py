@@ -11,8 +11,8 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.pagination import CursorPagination
 from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -42,18 +42,20 @@ class ListView(GenericAPIView):
         return self.get_paginated_response(serializer_class(page, many=True).data)
 
 
-def _valid(serializer_class, request):
-    serializer = serializer_class(data=request.data)
+def _validated(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+def _valid(serializer_class, request) -> dict:
+    return _validated(serializer_class, request.data)
 
 
 def _filters(serializer_class, request) -> dict:
     """Validated query-string filters, without the pagination parameters."""
     query = {k: v for k, v in request.query_params.items() if k not in ("cursor", "limit")}
-    serializer = serializer_class(data=query)
-    serializer.is_valid(raise_exception=True)
-    return {k: v for k, v in serializer.validated_data.items() if v is not None}
+    return {k: v for k, v in _validated(serializer_class, query).items() if v is not None}
 
 
 ERRORS = {

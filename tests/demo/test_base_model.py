@@ -1,15 +1,12 @@
-"""The self-built base model: deterministic, cached, a valid HF directory that vLLM serves."""
+"""The self-built base model: deterministic, cached, a valid HF directory (vLLM serving it is
+tested with the adapters, in tests/serving/test_vllm_adapters.py, on one server start)."""
 
-import json
-import urllib.request
 from dataclasses import replace
 
 import pytest
 
 from demo.base_model import bootstrap
 from demo.base_model.config import TINY, BaseModelConfig
-from demo.domain import FILES, TASKS, Prompt, render_prompt
-from tests.vllm_server import running_vllm
 
 
 @pytest.fixture(scope="module")
@@ -53,22 +50,6 @@ def test_the_chat_template_ends_where_the_response_begins(tiny_model):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     rendered = tokenizer.apply_chat_template([{"role": "user", "content": "Task: x"}], add_generation_prompt=True, tokenize=False)
     assert rendered == "<|bos|><|user|>\nTask: x<|end|>\n<|assistant|>\n"
-
-
-@pytest.mark.vllm
-def test_vllm_serves_the_base_model_with_logprobs(tiny_model):
-    prompt = render_prompt(Prompt(TASKS[0], FILES[0]))
-    with running_vllm(tiny_model) as base_url:
-        body = json.dumps({
-            "model": str(tiny_model), "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": 16, "temperature": 1.0, "logprobs": True,
-        }).encode()
-        request = urllib.request.Request(base_url + "/v1/chat/completions", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=120) as response:
-            completion = json.loads(response.read())
-    choice = completion["choices"][0]
-    assert choice["message"]["content"]
-    assert len(choice["logprobs"]["content"]) == completion["usage"]["completion_tokens"]
 
 
 def test_the_chat_template_renders_client_shaped_messages(tiny_model):

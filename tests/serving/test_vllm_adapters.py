@@ -8,6 +8,7 @@ import pytest
 
 from demo.base_model import bootstrap
 from demo.base_model.config import TINY
+from demo.domain import FILES, TASKS, Prompt, render_prompt
 from serving import vllm_api
 from serving.vllm_process import VllmOptions, VllmProcess
 from tests.serving.adapters import random_lora
@@ -24,13 +25,25 @@ def server(tmp_path_factory):
         yield process, base, adapters
 
 
-def greedy(base_url: str, model: str) -> str:
-    body = {"model": model, "messages": [{"role": "user", "content": "Task: Return the square of a number."}],
-            "max_tokens": 12, "temperature": 0}
+def chat(base_url: str, model: str, **sampling) -> dict:
+    body = {"model": model, "messages": [{"role": "user", "content": render_prompt(Prompt(TASKS[5], FILES[0]))}],
+            "max_tokens": 12, **sampling}
     request = urllib.request.Request(base_url + "/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
-        return json.loads(response.read())["choices"][0]["message"]["content"]
+        return json.loads(response.read())
+
+
+def greedy(base_url: str, model: str) -> str:
+    return chat(base_url, model, temperature=0)["choices"][0]["message"]["content"]
+
+
+def test_the_self_built_base_model_samples_with_a_logprob_per_token(server):
+    process, base, _ = server
+    completion = chat(process.base_url, str(base), temperature=1.0, logprobs=True)
+    choice = completion["choices"][0]
+    assert choice["message"]["content"]
+    assert len(choice["logprobs"]["content"]) == completion["usage"]["completion_tokens"]
 
 
 def test_adapters_load_at_run_time_and_each_serves_its_own_weights(server):
