@@ -32,6 +32,10 @@ class AdapterVersion(models.Model):
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, related_name="children")
     dataset_sha256 = models.CharField(max_length=64, blank=True)
     gate_report = models.JSONField(null=True)
+    # What this version replaced when it was last deployed (None: the base model); rollback
+    # returns there, so successive rollbacks walk back through the deployment history.
+    replaced = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, related_name="+")
+    deployed_at = models.DateTimeField(null=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantManager()
@@ -53,5 +57,17 @@ class Route(models.Model):
     canary = models.ForeignKey(AdapterVersion, on_delete=models.RESTRICT, null=True, related_name="+")
     canary_share = models.FloatField(default=0.0)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()
+
+
+class TrafficLimits(models.Model):
+    """An organization's share of the gateway; a missing row or field means the default of
+    settings.GATEWAY_LIMITS. Enforced per gateway process (README, "Limits")."""
+
+    org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="traffic_limits")
+    requests_per_minute = models.PositiveIntegerField(null=True)
+    tokens_per_minute = models.PositiveIntegerField(null=True)  # prompt + completion tokens
+    max_concurrent = models.PositiveIntegerField(null=True)  # requests in flight at once
 
     objects = TenantManager()

@@ -1,6 +1,7 @@
 """Recording interactions and background tasks, under each organization's privacy policy."""
 
-from dataclasses import dataclass
+import uuid
+from dataclasses import asdict, dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, OuterRef, Subquery
@@ -15,10 +16,24 @@ from tenants.privacy import policy_get
 
 
 @dataclass(frozen=True)
+class SampledTokens:
+    """The tokens the model read and wrote, as served: what training needs to recompute the
+    policy's probabilities and weigh them against the ones it was sampled with."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]  # one per completion id
+
+    def __post_init__(self) -> None:
+        if len(self.completion_ids) != len(self.logprobs):
+            raise ValueError(f"{len(self.completion_ids)} completion tokens but {len(self.logprobs)} logprobs")
+
+
+@dataclass(frozen=True)
 class InteractionContent:
     messages: list[dict]
     completion: str
-    logprobs: list | None = None  # per completion token, as served; kept with the text it describes
+    tokens: SampledTokens | None = None
 
 
 def interaction_record(
@@ -26,6 +41,7 @@ def interaction_record(
     org: Organization,
     content: InteractionContent,
     source: str,
+    interaction_id: uuid.UUID | None = None,
     adapter: str | None = None,
     task: BackgroundTask | None = None,
     end_user: str | None = None,
@@ -38,13 +54,14 @@ def interaction_record(
     Redaction happens before encryption, so a secret never reaches the database even as
     ciphertext; in zero-retention mode the text is dropped here and never written anywhere.
     The policy is read under a share lock (tenants/locking.py): a switch to zero retention
-    waits for recordings in flight, then purges them too.
+    waits for recordings in flight, then purges them too. Token ids spell the text they
+    encode, so they are kept only when redaction found nothing to replace.
     """
     with transaction.atomic():
         lock_for_share(PrivacyPolicy.objects.for_org(org))
         policy = policy_get(org=org)
         interaction = Interaction(
-            org=org, source=source, adapter=adapter, task=task, end_user=end_user,
+            id=interaction_id or uuid.uuid4(), org=org, source=source, adapter=adapter, task=task, end_user=end_user,
             latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         )
         if policy.store_content:
@@ -55,8 +72,8 @@ def interaction_record(
                 completion = redacted.text
                 interaction.redactions = found_in_messages + len(redacted.findings)
             payload = {"messages": messages, "completion": completion}
-            if content.logprobs is not None:
-                payload["logprobs"] = content.logprobs
+            if content.tokens is not None and not interaction.redactions:
+                payload["tokens"] = asdict(content.tokens)
             keys.interaction_content_seal(interaction=interaction, payload=payload)
         interaction.save(force_insert=True)
     return interaction

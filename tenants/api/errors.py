@@ -44,7 +44,7 @@ def exception_handler(exc, context):
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        response.data = error_body("invalid_request", _first_message(exc.detail), exc.detail)
+        response.data = error_body("invalid_request", first_error_message(exc.detail), exc.detail)
     else:
         response.data = error_body(_code(exc), str(exc.detail))
     return response
@@ -55,7 +55,7 @@ def _code(exc: exceptions.APIException) -> str:
     return codes if isinstance(codes, str) else exc.default_code
 
 
-def _first_message(detail) -> str:
+def first_error_message(detail) -> str:
     """A readable summary such as "completion: This field is required." for the message."""
     path = []
     while isinstance(detail, (dict, list)) and detail:

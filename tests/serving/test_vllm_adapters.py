@@ -6,23 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from demo.base_model import bootstrap
-from demo.base_model.config import TINY
 from demo.domain import FILES, TASKS, Prompt, render_prompt
 from serving import vllm_api
-from serving.vllm_process import VllmOptions, VllmProcess
 from tests.serving.adapters import random_lora
+from tests.serving.conftest import BASE_NAME
 
 pytestmark = pytest.mark.vllm
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serving")
-    base = bootstrap.ensure_base_model(TINY, root, progress=False)
-    adapters = {name: random_lora(base, root / name, seed=seed) for seed, name in enumerate(("acme@v1", "globex@v1"), 1)}
-    with VllmProcess(VllmOptions(model=base, max_loras=2, max_lora_rank=8), log_path=root / "vllm.log") as process:
-        yield process, base, adapters
+def server(vllm):
+    adapters = {name: random_lora(vllm.base_dir, vllm.workdir / name, seed=seed) for seed, name in enumerate(("acme@v1", "globex@v1"), 1)}
+    yield vllm.process, BASE_NAME, adapters
+    for name in adapters.keys() & vllm_api.served_models(vllm.url):
+        vllm_api.unload_adapter(vllm.url, name=name)
 
 
 def chat(base_url: str, model: str, **sampling) -> dict:
@@ -40,7 +37,7 @@ def greedy(base_url: str, model: str) -> str:
 
 def test_the_self_built_base_model_samples_with_a_logprob_per_token(server):
     process, base, _ = server
-    completion = chat(process.base_url, str(base), temperature=1.0, logprobs=True)
+    completion = chat(process.base_url, base, temperature=1.0, logprobs=True)
     choice = completion["choices"][0]
     assert choice["message"]["content"]
     assert len(choice["logprobs"]["content"]) == completion["usage"]["completion_tokens"]
@@ -50,8 +47,8 @@ def test_adapters_load_at_run_time_and_each_serves_its_own_weights(server):
     process, base, adapters = server
     for name, path in adapters.items():
         vllm_api.load_adapter(process.base_url, name=name, path=path)
-    assert vllm_api.served_models(process.base_url) >= {str(base), "acme@v1", "globex@v1"}
-    outputs = {model: greedy(process.base_url, model) for model in (str(base), "acme@v1", "globex@v1")}
+    assert vllm_api.served_models(process.base_url) >= {base, "acme@v1", "globex@v1"}
+    outputs = {model: greedy(process.base_url, model) for model in (base, "acme@v1", "globex@v1")}
     assert len(set(outputs.values())) == 3, outputs
 
 

@@ -146,6 +146,22 @@ KEY_ROTATION_GRACE_SECONDS = env_int("PLATFORM_KEY_ROTATION_GRACE_SECONDS", 5, m
 # Serving: adapter files live under one root; adapters trained on another base are refused.
 SERVING_ADAPTERS_ROOT = env_str("PLATFORM_ADAPTERS_ROOT", str(DATA_DIR / "adapters"))
 SERVING_BASE_MODEL_NAME = env_str("PLATFORM_BASE_MODEL_NAME", "demo-base")
+# The base model's Hugging Face directory; when unset, `manage.py up` asks the provider (a
+# dotted path to a function of the data directory) for the embedded default's self-built one.
+SERVING_BASE_MODEL_DIR = env_str("PLATFORM_BASE_MODEL_DIR", None)
+SERVING_BASE_MODEL_PROVIDER = env_str("PLATFORM_BASE_MODEL_PROVIDER", "demo.base_model.embedded_base_model")
+# The vLLM replicas behind the gateway ("http://host:port,..."); `manage.py up` starts one
+# and fills this in. Every replica serves the base model and every deployed adapter.
+SERVING_VLLM_URLS = env_list("PLATFORM_VLLM_URLS", [])
+# A completion that takes longer is answered 503 and not recorded.
+SERVING_UPSTREAM_TIMEOUT_S = env_int("PLATFORM_UPSTREAM_TIMEOUT_S", 120, minimum=1)
+
+# Each organization's share of the gateway, unless its TrafficLimits row says otherwise.
+GATEWAY_LIMITS = {
+    "requests_per_minute": env_int("PLATFORM_REQUESTS_PER_MINUTE", 600, minimum=1),
+    "tokens_per_minute": env_int("PLATFORM_TOKENS_PER_MINUTE", 200_000, minimum=1),
+    "max_concurrent": env_int("PLATFORM_MAX_CONCURRENT_REQUESTS", 16, minimum=1),
+}
 
 # The embedded broker is a folder: it needs no server and works across processes.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")

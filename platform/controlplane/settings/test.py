@@ -13,6 +13,7 @@ os.environ.setdefault("PLATFORM_DATA_DIR", tempfile.mkdtemp(prefix="platform-tes
 os.environ.setdefault(
     "PLATFORM_MASTER_KEYS", "test-1:" + base64.b64encode(b"k" * 32).decode()
 )
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded; fail fast instead of timing out
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-" + "x" * 40)
 
 from controlplane.settings.base import *  # noqa: E402,F403

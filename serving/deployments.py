@@ -1,0 +1,151 @@
+"""Deploying an adapter version to every vLLM replica, switching routing to it, rolling back.
+
+Order matters: a version is loaded into every replica first and routing switches only once
+all of them have it, so no request is ever sent to a replica that lacks its adapter. A
+replica that fails leaves routing as it was. The version replaced stays loaded: requests
+still running on it finish, and a rollback to it is a routing switch, not a load. Versions
+two deployments back are unloaded (they have long been drained by then).
+"""
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from serving import vllm_api
+from serving.models import AdapterVersion, Route
+from serving.registry import adapter_files
+from tenants.audit import audit_record
+from tenants.errors import Conflict, DomainError
+from tenants.models import Organization
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaFailed(DomainError):
+    code = "replica_failed"
+
+
+def replica_urls() -> list[str]:
+    return list(settings.SERVING_VLLM_URLS)
+
+
+def adapter_load_everywhere(adapter: AdapterVersion) -> None:
+    """Make `adapter` servable on every replica (a replica that has it already is left alone)."""
+    path = adapter_files(adapter)
+    failures = []
+
+    def load(url: str) -> None:
+        try:
+            if adapter.name not in vllm_api.served_models(url):
+                vllm_api.load_adapter(url, name=adapter.name, path=path)
+        except (vllm_api.VllmError, OSError) as error:
+            failures.append(f"{url}: {error}")
+
+    urls = replica_urls()
+    with ThreadPoolExecutor(max_workers=max(1, len(urls))) as pool:
+        list(pool.map(load, urls))
+    if not urls:
+        raise ReplicaFailed("No vLLM replicas are configured (PLATFORM_VLLM_URLS).")
+    if failures:
+        raise ReplicaFailed(f"{adapter.name} could not be loaded on every replica; routing is unchanged.", details=failures)
+
+
+def adapter_deploy(*, adapter: AdapterVersion, actor: str) -> Route:
+    """Serve `adapter` as its organization's incumbent."""
+    if adapter.status == AdapterVersion.Status.BLOCKED:
+        raise Conflict(f"{adapter.name} was blocked by a gate; it is never served.")
+    adapter_load_everywhere(adapter)
+    with transaction.atomic():
+        route = _locked_route(adapter.org)
+        previous = route.serving
+        if previous == adapter:
+            return route
+        adapter.replaced, adapter.deployed_at = previous, timezone.now()
+        adapter.save(update_fields=["replaced", "deployed_at"])
+        _switch(route, to=adapter)
+        audit_record(org=adapter.org, actor=actor, action="adapter.deploy", target=adapter.name,
+                     before={"serving": _name(previous)}, after={"serving": adapter.name})
+    transaction.on_commit(lambda: adapters_unload_drained(org=adapter.org))
+    return route
+
+
+def adapter_rollback(*, org: Organization, actor: str) -> Route:
+    """Serve again what the current version replaced (the base model if it replaced nothing).
+    Successive rollbacks walk back through the deployments."""
+    route = Route.objects.for_org(org).select_related("serving__replaced").first()
+    if route is None or route.serving is None:
+        raise Conflict("The organization is served the base model; there is nothing to roll back.")
+    current, target = route.serving, route.serving.replaced
+    if target is not None:
+        adapter_load_everywhere(target)  # normally still loaded: then this only checks
+    with transaction.atomic():
+        route = _locked_route(org)
+        if route.serving_id != current.pk:
+            raise Conflict("The route changed while rolling back; look again before retrying.")
+        _switch(route, to=target)
+        audit_record(org=org, actor=actor, action="adapter.rollback", target=current.name,
+                     before={"serving": current.name}, after={"serving": _name(target)})
+    return route
+
+
+def adapters_unload_drained(*, org: Organization) -> None:
+    """Unload the organization's versions that routing no longer reaches, except the one a
+    rollback would return to. Best effort: a replica that is down forgets them anyway."""
+    route = Route.objects.for_org(org).select_related("serving").first()
+    keep = {route.serving_id, route.canary_id, route.serving.replaced_id if route.serving else None}
+    names = set(AdapterVersion.objects.for_org(org).exclude(pk__in={k for k in keep if k}).values_list("name", flat=True))
+    for url in replica_urls():
+        try:
+            for name in names & vllm_api.served_models(url):
+                vllm_api.unload_adapter(url, name=name)
+        except (vllm_api.VllmError, OSError) as error:
+            log.warning("unloading %s's drained adapters from %s failed: %s", org.slug, url, error)
+
+
+def adapters_sync() -> int:
+    """Load every organization's routed versions (and rollback targets) into every replica:
+    what a fresh or restarted replica needs before it takes traffic. Returns how many."""
+    routed = AdapterVersion.objects.across_orgs().filter(
+        status__in=(AdapterVersion.Status.SERVING, AdapterVersion.Status.CANARY)
+    ).select_related("replaced", "org")
+    adapters = {a.pk: a for a in routed} | {a.replaced.pk: a.replaced for a in routed if a.replaced}
+    for adapter in adapters.values():
+        adapter_load_everywhere(adapter)
+    return len(adapters)
+
+
+def _locked_route(org: Organization) -> Route:
+    Route.objects.for_org(org).get_or_create(org=org)
+    return Route.objects.for_org(org).select_for_update().select_related("serving", "canary").get()
+
+
+def _switch(route: Route, *, to: AdapterVersion | None) -> None:
+    """Point the route at `to` (None: the base model); the version it leaves is retired."""
+    if route.serving is not None:
+        route.serving.status = AdapterVersion.Status.RETIRED
+        route.serving.save(update_fields=["status"])
+    if to is not None:
+        to.status = AdapterVersion.Status.SERVING
+        to.save(update_fields=["status"])
+        if route.canary_id == to.pk:
+            route.canary, route.canary_share = None, 0.0
+    route.serving = to
+    route.save()
+
+
+def _name(adapter: AdapterVersion | None) -> str:
+    return adapter.name if adapter is not None else settings.SERVING_BASE_MODEL_NAME
+
+
+def org_adapters_unload(*, slug: str, **_) -> None:
+    """Take a deleted organization's adapters off every replica: its slug, and so its adapter
+    names, may be taken again (connected to tenants' organization_deleted)."""
+    for url in replica_urls():
+        try:
+            for name in {name for name in vllm_api.served_models(url) if name.startswith(f"{slug}@")}:
+                vllm_api.unload_adapter(url, name=name)
+        except (vllm_api.VllmError, OSError) as error:
+            log.warning("unloading the deleted organization %s's adapters from %s failed: %s", slug, url, error)

@@ -1,0 +1,160 @@
+"""The OpenAI chat-completions wire format, as far as the gateway speaks it: the request it
+accepts, the error bodies it answers with, and the rewriting of vLLM's answers.
+
+What vLLM always computes for recording (per-token logprobs, token ids) is removed from
+what the client sees unless the client asked for it.
+"""
+
+from django.http import JsonResponse
+from rest_framework import serializers
+
+from tenants.api.errors import first_error_message
+from tenants.api.serializers import MessageSerializer, StrictSerializer, Text
+
+MAX_METADATA_PAIRS = 16
+
+
+class StreamOptionsSerializer(StrictSerializer):
+    include_usage = serializers.BooleanField(default=False)
+
+
+class StopField(serializers.Field):
+    def to_internal_value(self, data):
+        if isinstance(data, str):
+            return data
+        if isinstance(data, list) and 0 < len(data) <= 4 and all(isinstance(s, str) and s for s in data):
+            return data
+        raise serializers.ValidationError("Must be a string or a list of up to 4 non-empty strings.")
+
+
+class MetadataField(serializers.Field):
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and len(data) <= MAX_METADATA_PAIRS and all(
+            isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512 for k, v in data.items()
+        ):
+            return data
+        raise serializers.ValidationError(f"Must be an object of up to {MAX_METADATA_PAIRS} string values (keys ≤ 64, values ≤ 512 characters).")
+
+
+class ChatCompletionRequestSerializer(StrictSerializer):
+    model = Text(max_length=100, help_text='"default" (the organization\'s current adapter) or one of its deployed adapter names.')
+    messages = serializers.ListField(child=MessageSerializer(), min_length=1, max_length=256)
+    stream = serializers.BooleanField(default=False)
+    stream_options = StreamOptionsSerializer(required=False, allow_null=True)
+    max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    max_completion_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    temperature = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
+    top_p = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    seed = serializers.IntegerField(required=False, allow_null=True)
+    stop = StopField(required=False, allow_null=True)
+    presence_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
+    frequency_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
+    logprobs = serializers.BooleanField(default=False)
+    top_logprobs = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=20)
+    n = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=1,
+                                 error_messages={"max_value": "Only one choice per request is supported."})
+    user = Text(required=False, allow_null=True, max_length=200, help_text="The end user; canary assignment is sticky per user.")
+    metadata = MetadataField(required=False, allow_null=True, help_text='{"task_id": "<background task id>"} links the call to a task.')
+
+    def validate(self, data):
+        if data.get("top_logprobs") and not data.get("logprobs"):
+            raise serializers.ValidationError({"top_logprobs": ["Needs logprobs: true."]})
+        if data.get("stream_options") and not data.get("stream"):
+            raise serializers.ValidationError({"stream_options": ["Only with stream: true."]})
+        return data
+
+
+def request_parse(body) -> dict:
+    """The validated request, or InvalidRequest naming the first problem (and the parameter)."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("The request body must be a JSON object.")
+    unknown = sorted(set(body) - set(ChatCompletionRequestSerializer().fields))
+    if unknown:
+        raise InvalidRequest(f"Unsupported parameter: {unknown[0]!r}. This endpoint accepts "
+                             f"{', '.join(ChatCompletionRequestSerializer().fields)}.", param=unknown[0])
+    serializer = ChatCompletionRequestSerializer(data=body)
+    if not serializer.is_valid():
+        errors = serializer.errors
+        raise InvalidRequest(first_error_message(errors), param=next(iter(errors), None))
+    return serializer.validated_data
+
+
+def upstream_body(request: dict, *, served_name: str) -> dict:
+    """What the gateway asks vLLM: the client's request for `served_name`, plus what
+    recording needs whether or not the client asked for it."""
+    body = {key: value for key, value in request.items() if value is not None and key not in ("model", "user", "metadata", "stream_options")}
+    body.update(model=served_name, logprobs=True, return_token_ids=True)
+    body["messages"] = [_flat_message(message) for message in request["messages"]]
+    if request["stream"]:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _flat_message(message: dict) -> dict:
+    content = message.get("content")
+    if isinstance(content, list):
+        message = {**message, "content": "".join(part["text"] for part in content)}
+    return {key: value for key, value in message.items() if value is not None}
+
+
+def client_view(payload: dict, *, request: dict, interaction_id: str, served_name: str) -> dict:
+    """vLLM's response (or stream chunk) as the client sees it."""
+    payload = {key: value for key, value in payload.items() if key not in ("prompt_token_ids", "prompt_logprobs", "kv_transfer_params")}
+    payload.update(id=interaction_id, model=served_name)
+    payload["choices"] = [_client_choice(choice, request) for choice in payload.get("choices", [])]
+    if request["stream"] and not (request.get("stream_options") or {}).get("include_usage"):
+        payload.pop("usage", None)
+    return payload
+
+
+def _client_choice(choice: dict, request: dict) -> dict:
+    choice = {key: value for key, value in choice.items() if key != "token_ids"}
+    if not request["logprobs"]:
+        choice["logprobs"] = None
+    elif choice.get("logprobs") and not request.get("top_logprobs"):
+        for entry in choice["logprobs"].get("content") or []:
+            entry["top_logprobs"] = []
+    return choice
+
+
+class GatewayError(Exception):
+    status = 400
+    type = "invalid_request_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, retry_after: str | None = None):
+        super().__init__(message)
+        self.message, self.param, self.retry_after = message, param, retry_after
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def response(self) -> JsonResponse:
+        response = JsonResponse(self.body(), status=self.status)
+        if self.retry_after is not None:
+            response["Retry-After"] = self.retry_after
+        return response
+
+
+class InvalidRequest(GatewayError):
+    code = "invalid_request"
+
+
+class Unauthenticated(GatewayError):
+    status, type, code = 401, "authentication_error", "invalid_api_key"
+
+
+class ModelNotFound(GatewayError):
+    status, type, code = 404, "not_found_error", "model_not_found"
+
+
+class TaskNotFound(GatewayError):
+    status, type, code = 404, "not_found_error", "task_not_found"
+
+
+class TooManyRequests(GatewayError):
+    status, type, code = 429, "rate_limit_error", "rate_limit_exceeded"
+
+
+class UpstreamUnavailable(GatewayError):
+    status, type, code = 503, "service_unavailable", "model_unavailable"

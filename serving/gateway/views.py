@@ -1,0 +1,227 @@
+"""POST /v1/chat/completions: the tenant-facing, OpenAI-compatible endpoint.
+
+Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the API
+key, the route, the recording) runs in Django's thread for sync code, two hops a request.
+Every completion that reaches the client is recorded first (or, streamed, before the final
+`[DONE]`); a request that fails upstream records nothing.
+"""
+
+import json
+import logging
+import time
+import uuid
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from serving.gateway import upstream
+from serving.gateway.limits import Limiter, Limits, RateLimited, retry_after_header
+from serving.gateway.protocol import (
+    GatewayError, InvalidRequest, ModelNotFound, TaskNotFound, TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view,
+    request_parse, upstream_body,
+)
+from serving.models import TrafficLimits
+from serving.routing import Target, target_resolve
+from tenants.errors import NotFound
+from tenants.models import BackgroundTask, Interaction, Organization
+from tenants.organizations import api_key_authenticate
+from tenants.recording import InteractionContent, SampledTokens, interaction_record
+
+log = logging.getLogger(__name__)
+
+limiter = Limiter()
+
+
+@dataclass(frozen=True)
+class Call:
+    """One admitted request: who asked, what serves it, what it belongs to."""
+
+    org: Organization
+    request: dict
+    target: Target
+    task: BackgroundTask | None
+    limits: Limits
+    interaction_id: str
+    started: float
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    started = time.perf_counter()
+    if request.method != "POST":
+        return InvalidRequest("Use POST.").response()
+    try:
+        call = await sync_to_async(_admit_sync)(request, started)
+        limiter.admit(call.org.pk, call.limits)
+    except RateLimited as limited:
+        return TooManyRequests(limited.message, retry_after=retry_after_header(limited.retry_after_s)).response()
+    except GatewayError as error:
+        return error.response()
+    if call.request["stream"]:
+        return await _streamed(call)
+    tokens = 0
+    try:
+        async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as response:
+            payload = json.loads(await response.aread())
+        tokens = (payload.get("usage") or {}).get("total_tokens", 0)
+        await sync_to_async(_record)(call, _Sample.of_response(payload))
+        return JsonResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
+    except GatewayError as error:
+        return error.response()
+    except httpx.HTTPError as error:
+        return UpstreamUnavailable(f"The model server broke off the response: {error!r}").response()
+    finally:
+        limiter.release(call.org.pk, tokens=tokens)
+
+
+async def _streamed(call: Call) -> HttpResponse:
+    """Open the upstream stream before answering, so that a failure is still a clean error
+    status; then relay chunks as they come."""
+    stack = AsyncExitStack()
+    try:
+        response = await stack.enter_async_context(
+            upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target)
+        )
+    except GatewayError as error:
+        limiter.release(call.org.pk, tokens=0)
+        return error.response()
+    return StreamingHttpResponse(_relay(call, stack, response), content_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response):
+    sample, tokens = _Sample(), 0
+    try:
+        async with stack:
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[len("data: "):])
+                sample.add_chunk(chunk)
+                tokens = (chunk.get("usage") or {}).get("total_tokens", tokens)
+                visible = client_view(chunk, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name)
+                if visible["choices"] or "usage" in visible:
+                    yield _event(visible)
+        await sync_to_async(_record)(call, sample)
+        yield b"data: [DONE]\n\n"
+    except httpx.HTTPError as error:
+        yield _event(UpstreamUnavailable(f"The model server broke off the stream: {error!r}").body())
+    except Exception:
+        log.exception("streamed completion %s failed", call.interaction_id)
+        yield _event({"error": {"message": "The completion could not be recorded.", "type": "server_error", "param": None, "code": None}})
+    finally:
+        limiter.release(call.org.pk, tokens=tokens)
+
+
+def _event(payload: dict) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+@dataclass
+class _Sample:
+    """What vLLM produced, gathered from a response or from stream chunks."""
+
+    text: str = ""
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    @classmethod
+    def of_response(cls, payload: dict) -> "_Sample":
+        sample = cls(prompt_ids=payload.get("prompt_token_ids"))
+        sample._add_choice(payload["choices"][0], text=payload["choices"][0]["message"].get("content") or "")
+        sample._add_usage(payload.get("usage"))
+        return sample
+
+    def add_chunk(self, chunk: dict) -> None:
+        if chunk.get("prompt_token_ids") is not None:
+            self.prompt_ids = chunk["prompt_token_ids"]
+        for choice in chunk.get("choices", []):
+            self._add_choice(choice, text=(choice.get("delta") or {}).get("content") or "")
+        self._add_usage(chunk.get("usage"))
+
+    def _add_choice(self, choice: dict, *, text: str) -> None:
+        self.text += text
+        if choice.get("token_ids") is not None:
+            self.completion_ids = (self.completion_ids or []) + choice["token_ids"]
+        if (choice.get("logprobs") or {}).get("content") is not None:
+            self.logprobs = (self.logprobs or []) + [entry["logprob"] for entry in choice["logprobs"]["content"]]
+
+    def _add_usage(self, usage: dict | None) -> None:
+        if usage:
+            self.prompt_tokens, self.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+
+    def tokens(self) -> SampledTokens | None:
+        if self.prompt_ids is None or self.completion_ids is None or self.logprobs is None:
+            return None
+        if len(self.completion_ids) != len(self.logprobs):
+            log.warning("vLLM returned %d tokens but %d logprobs; keeping the text only", len(self.completion_ids), len(self.logprobs))
+            return None
+        return SampledTokens(prompt_ids=self.prompt_ids, completion_ids=self.completion_ids, logprobs=self.logprobs)
+
+
+# Database work, in Django's sync thread ------------------------------------------------------
+
+def _admit_sync(request: HttpRequest, started: float) -> Call:
+    org = _authenticate(request)
+    try:
+        body = json.loads(request.body)
+    except ValueError as error:
+        raise InvalidRequest(f"The request body is not valid JSON: {error}.") from None
+    parsed = request_parse(body)
+    try:
+        target = target_resolve(org=org, model=parsed["model"], end_user=parsed.get("user"))
+    except NotFound as error:
+        raise ModelNotFound(error.message, param="model") from None
+    return Call(org=org, request=parsed, target=target, task=_task_of(org, request, parsed), limits=_limits_of(org),
+                interaction_id=str(uuid.uuid4()), started=started)
+
+
+def _authenticate(request: HttpRequest) -> Organization:
+    scheme, _, raw_key = request.headers.get("Authorization", "").partition(" ")
+    principal = api_key_authenticate(raw_key.strip()) if scheme.lower() == "bearer" else None
+    if principal is None:
+        raise Unauthenticated("Missing, unknown or revoked API key: send 'Authorization: Bearer <api_key>'.")
+    return principal.org
+
+
+def _task_of(org: Organization, request: HttpRequest, parsed: dict) -> BackgroundTask | None:
+    task_id = (parsed.get("metadata") or {}).get("task_id") or request.headers.get("X-Task-Id")
+    if not task_id:
+        return None
+    try:
+        task_id = uuid.UUID(task_id)
+    except ValueError:
+        raise InvalidRequest(f"task_id {task_id!r} is not a task id.", param="metadata") from None
+    task = BackgroundTask.objects.for_org(org).filter(pk=task_id).first()
+    if task is None:
+        raise TaskNotFound(f"No task {task_id} in this organization.", param="metadata")
+    return task
+
+
+def _limits_of(org: Organization) -> Limits:
+    row = TrafficLimits.objects.for_org(org).first()
+    defaults = settings.GATEWAY_LIMITS
+    return Limits(**{name: getattr(row, name, None) or default for name, default in defaults.items()})
+
+
+def _record(call: Call, sample: _Sample) -> Interaction:
+    return interaction_record(
+        org=call.org,
+        content=InteractionContent(messages=call.request["messages"], completion=sample.text, tokens=sample.tokens()),
+        source=Interaction.Source.GATEWAY,
+        interaction_id=uuid.UUID(call.interaction_id),
+        adapter=None if call.target.is_base else call.target.name,
+        task=call.task,
+        end_user=call.request.get("user"),
+        latency_ms=(time.perf_counter() - call.started) * 1000.0,
+        prompt_tokens=sample.prompt_tokens,
+        completion_tokens=sample.completion_tokens,
+    )

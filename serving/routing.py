@@ -1,0 +1,65 @@
+"""Which model serves a request: the organization's route for `model="default"`, or one of
+its own deployed adapter versions named explicitly. Nothing else is reachable: another
+organization's adapter, a retired or blocked version, a path, are all "no such model".
+"""
+
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from serving.models import AdapterVersion, Route
+from serving.registry import adapter_files
+from tenants.errors import NotFound
+from tenants.models import Organization
+
+DEFAULT_MODEL = "default"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # what vLLM serves it as and the response's `model` says: "<org>@v<N>" or the base model's name
+    adapter_path: Path | None  # None: the base model
+
+    @property
+    def is_base(self) -> bool:
+        return self.adapter_path is None
+
+
+def target_resolve(*, org: Organization, model: str, end_user: str | None) -> Target:
+    if model == DEFAULT_MODEL:
+        return _routed(org, end_user)
+    adapter = AdapterVersion.objects.for_org(org).filter(
+        name=model, status__in=(AdapterVersion.Status.SERVING, AdapterVersion.Status.CANARY)
+    ).first()
+    if adapter is None:
+        raise NotFound(f"The model {model!r} does not exist or is not deployed in this organization. Use \"default\".")
+    return _target(adapter)
+
+
+def base_target() -> Target:
+    return Target(name=settings.SERVING_BASE_MODEL_NAME, adapter_path=None)
+
+
+def _routed(org: Organization, end_user: str | None) -> Target:
+    route = Route.objects.for_org(org).select_related("serving", "canary").first()
+    if route is None:
+        return base_target()
+    if route.canary is not None and in_canary(org_id=org.pk, end_user=end_user, share=route.canary_share):
+        return _target(route.canary)
+    return _target(route.serving) if route.serving is not None else base_target()
+
+
+def in_canary(*, org_id, end_user: str | None, share: float) -> bool:
+    """Sticky per end user: the same user always lands on the same side of a given share.
+    A request without a user is assigned at random."""
+    if end_user is None:
+        return random.random() < share
+    digest = hashlib.sha256(f"{org_id}:{end_user}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+def _target(adapter: AdapterVersion) -> Target:
+    return Target(name=adapter.name, adapter_path=adapter_files(adapter))

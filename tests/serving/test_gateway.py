@@ -1,0 +1,180 @@
+"""The OpenAI-compatible gateway, used through the official `openai` client against a real
+vLLM server and the real database."""
+
+import json
+
+import httpx
+import openai
+import pytest
+from tokenizers import Tokenizer
+
+from demo.domain import FILES, TASKS, Prompt, render_prompt
+from serving.models import TrafficLimits
+from tenants.models import Interaction
+from tenants.privacy import policy_update
+from tenants.recording import interaction_content, task_create
+from tests.conftest import make_tenant
+from tests.serving.conftest import BASE_NAME, deployed_adapter
+
+pytestmark = pytest.mark.vllm
+
+PROMPT = render_prompt(Prompt(TASKS[5], FILES[0]))
+
+
+def client(gateway: str, key: str, **options) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway}/v1", api_key=key, **options)
+
+
+def ask(api: openai.OpenAI, model: str = "default", **options):
+    return api.chat.completions.create(model=model, messages=[{"role": "user", "content": PROMPT}], max_tokens=24, **options)
+
+
+def stored(org, interaction_id) -> Interaction:
+    return Interaction.objects.for_org(org).get(pk=interaction_id)
+
+
+@pytest.fixture
+def acme(gateway):
+    return make_tenant("Acme", training_enabled=True)
+
+
+@pytest.fixture
+def globex(gateway):
+    return make_tenant("Globex", training_enabled=True)
+
+
+def test_the_openai_client_gets_a_recorded_completion_with_matching_logprobs(gateway, acme, vllm):
+    completion = ask(client(gateway, acme.key), temperature=1.0, user="dev-1")
+    assert completion.model == BASE_NAME and completion.choices[0].message.content
+    assert completion.choices[0].logprobs is None  # not asked for
+
+    row = stored(acme.org, completion.id)
+    assert (row.source, row.adapter, row.end_user) == ("gateway", None, "dev-1")
+    assert row.completion_tokens == completion.usage.completion_tokens and row.latency_ms > 0
+    content = interaction_content(interaction=row)
+    assert content["completion"] == completion.choices[0].message.content
+    tokens = content["tokens"]
+    assert len(tokens["completion_ids"]) == len(tokens["logprobs"]) == completion.usage.completion_tokens
+    assert all(logprob <= 0 for logprob in tokens["logprobs"])
+    tokenizer = Tokenizer.from_file(str(vllm.base_dir / "tokenizer.json"))
+    # vLLM holds back the bytes of a character cut off by max_tokens; the ids keep them.
+    assert tokenizer.decode(tokens["completion_ids"]).rstrip("\ufffd") == content["completion"].rstrip("\ufffd")
+    assert len(tokens["prompt_ids"]) == completion.usage.prompt_tokens
+
+
+def test_logprobs_reach_the_client_only_when_asked(gateway, acme):
+    completion = ask(client(gateway, acme.key), logprobs=True, top_logprobs=2)
+    entries = completion.choices[0].logprobs.content
+    assert len(entries) == completion.usage.completion_tokens
+    assert all(len(entry.top_logprobs) == 2 for entry in entries)
+
+
+def test_a_stream_relays_the_completion_and_records_it_under_the_streams_id(gateway, acme):
+    stream = ask(client(gateway, acme.key), stream=True, temperature=1.0)
+    chunks = list(stream)
+    assert {chunk.id for chunk in chunks} == {chunks[0].id}
+    assert {chunk.model for chunk in chunks} == {BASE_NAME}
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    assert all(chunk.usage is None for chunk in chunks)  # not asked for
+    content = interaction_content(interaction=stored(acme.org, chunks[0].id))
+    assert content["completion"] == text
+    assert len(content["tokens"]["completion_ids"]) == len(content["tokens"]["logprobs"]) > 0
+
+
+def test_a_stream_reports_usage_when_asked(gateway, acme):
+    chunks = list(ask(client(gateway, acme.key), stream=True, stream_options={"include_usage": True}))
+    assert chunks[-1].usage.completion_tokens == stored(acme.org, chunks[0].id).completion_tokens
+
+
+def test_each_organization_is_served_its_own_adapter(gateway, acme, globex, vllm):
+    mine, theirs = deployed_adapter(vllm, acme.org, seed=1), deployed_adapter(vllm, globex.org, seed=2)
+    outputs = {}
+    for tenant, adapter in ((acme, mine), (globex, theirs)):
+        completion = ask(client(gateway, tenant.key), temperature=0)
+        assert completion.model == adapter.name
+        assert stored(tenant.org, completion.id).adapter == adapter.name
+        outputs[adapter.name] = completion.choices[0].message.content
+    outputs["base"] = ask(client(gateway, acme.key), model="acme@v1", temperature=0).choices[0].message.content
+    assert outputs["base"] == outputs["acme@v1"]  # naming its own deployed version is the same as "default"
+    assert outputs["acme@v1"] != outputs["globex@v1"]
+
+
+@pytest.mark.parametrize("model", ["globex@v1", "demo-base", "../../globex/v1", "/etc/passwd", "acme@v2"])
+def test_an_organization_cannot_reach_another_model_than_its_own(gateway, acme, globex, vllm, model):
+    deployed_adapter(vllm, globex.org, seed=2)
+    with pytest.raises(openai.NotFoundError) as raised:
+        ask(client(gateway, acme.key), model=model)
+    assert raised.value.body["code"] == "model_not_found"
+    assert not Interaction.objects.for_org(acme.org).exists()
+
+
+def test_zero_retention_stores_metrics_and_no_text(gateway, acme):
+    policy_update(org=acme.org, changes={"store_content": False, "training_enabled": False}, actor="test")
+    completion = ask(client(gateway, acme.key))
+    row = stored(acme.org, completion.id)
+    assert row.content is None and row.completion_tokens == completion.usage.completion_tokens
+
+
+def test_a_call_joins_its_background_task_by_metadata_or_header(gateway, acme, globex):
+    task = task_create(org=acme.org)
+    by_metadata = ask(client(gateway, acme.key), metadata={"task_id": str(task.pk)})
+    by_header = ask(client(gateway, acme.key, default_headers={"X-Task-Id": str(task.pk)}))
+    assert stored(acme.org, by_metadata.id).task_id == stored(acme.org, by_header.id).task_id == task.pk
+    with pytest.raises(openai.NotFoundError):
+        ask(client(gateway, globex.key), metadata={"task_id": str(task.pk)})
+
+
+def post(gateway: str, key: str | None, body) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(f"{gateway}/v1/chat/completions", content=body if isinstance(body, bytes) else json.dumps(body), headers=headers, timeout=60)
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    (b"{not json", None),
+    ([], None),
+    ({"messages": [{"role": "user", "content": "hi"}]}, "model"),
+    ({"model": "default", "messages": []}, "messages"),
+    ({"model": "default", "messages": [{"role": "wizard", "content": "hi"}]}, "messages"),
+    ({"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": []}, "tools"),
+    ({"model": "default", "messages": [{"role": "user", "content": "hi"}], "n": 2}, "n"),
+    ({"model": "default", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, "temperature"),
+    ({"model": "default", "messages": [{"role": "user", "content": "x " * 5000}]}, None),  # longer than the context
+])
+def test_bad_requests_get_an_openai_error_and_record_nothing(gateway, acme, body, param):
+    response = post(gateway, acme.key, body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["message"] and error["param"] == param
+    assert not Interaction.objects.for_org(acme.org).exists()
+
+
+def test_a_request_without_a_valid_key_is_refused(gateway, acme):
+    assert post(gateway, None, {"model": "default", "messages": []}).status_code == 401
+    assert post(gateway, acme.key + "x", {"model": "default", "messages": []}).json()["error"]["code"] == "invalid_api_key"
+
+
+def test_vllm_down_is_a_503_and_nothing_is_recorded(gateway, acme, settings):
+    from serving.vllm_process import free_port
+
+    settings.SERVING_VLLM_URLS = [f"http://127.0.0.1:{free_port()}"]
+    with pytest.raises(openai.InternalServerError) as raised:
+        ask(client(gateway, acme.key, max_retries=0))
+    assert raised.value.status_code == 503 and "replica" in raised.value.message
+    assert not Interaction.objects.for_org(acme.org).exists()
+
+
+def test_a_replica_that_lost_its_adapters_gets_them_back(gateway, acme, vllm):
+    from serving import vllm_api
+
+    adapter = deployed_adapter(vllm, acme.org, seed=1)
+    vllm_api.unload_adapter(vllm.url, name=adapter.name)  # as if the replica had restarted
+    assert ask(client(gateway, acme.key)).model == adapter.name
+
+
+def test_an_organization_over_its_limits_gets_429_with_retry_after(gateway, acme):
+    TrafficLimits.objects.create(org=acme.org, requests_per_minute=2)
+    api = client(gateway, acme.key, max_retries=0)
+    ask(api), ask(api)
+    with pytest.raises(openai.RateLimitError) as raised:
+        ask(api)
+    assert int(raised.value.response.headers["Retry-After"]) >= 1
