@@ -27,7 +27,7 @@ class VllmStartError(RuntimeError):
 class VllmOptions:
     model: Path
     served_name: str | None = None  # the name clients use for the base model; default: the path
-    max_model_len: int = 256
+    max_model_len: int | None = None  # default: the model's own context length
     max_loras: int = 4  # adapters resident at once (each org's serving version, plus canaries)
     max_lora_rank: int = 16
     kv_cache_gib: int = 1  # VLLM_CPU_KVCACHE_SPACE; ignored on GPUs
@@ -39,9 +39,11 @@ class VllmOptions:
         args = [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(self.model), "--host", host, "--port", str(port),
-            "--max-model-len", str(self.max_model_len), "--dtype", self.dtype,
+            "--dtype", self.dtype,
             "--enable-lora", "--max-loras", str(self.max_loras), "--max-lora-rank", str(self.max_lora_rank),
         ]
+        if self.max_model_len:
+            args += ["--max-model-len", str(self.max_model_len)]
         if self.served_name:
             args += ["--served-model-name", self.served_name]
         return args + list(self.extra_args)

@@ -29,6 +29,8 @@ from urllib.parse import quote
 from django.conf import settings
 from django.db import connection
 
+from controlplane.celery import ensure_broker_folders
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PASSED_THROUGH = ("PLATFORM_DATA_DIR", "PLATFORM_MASTER_KEYS", "DJANGO_SECRET_KEY")
 READY_TIMEOUT = 60.0
@@ -72,16 +74,6 @@ def worker_env() -> dict[str, str]:
         PYTHONUNBUFFERED="1",
     )
     return env
-
-
-def ensure_broker_folders() -> None:
-    """kombu's filesystem transport expects its folders to exist; it does not create them."""
-    if not settings.CELERY_BROKER_URL.startswith("filesystem"):
-        return
-    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
-    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
-        if options.get(key):
-            Path(options[key]).mkdir(parents=True, exist_ok=True)
 
 
 class Worker:

@@ -1,7 +1,15 @@
+from django.http import JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+
+def healthz(request):
+    """For load balancers and `manage.py up`: the web server answers (no auth, no database)."""
+    return JsonResponse({"status": "ok"})
+
+
 urlpatterns = [
+    path("healthz", healthz),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("serving.api.urls")),

@@ -26,7 +26,8 @@ def client(gateway: str, key: str, **options) -> openai.OpenAI:
 
 
 def ask(api: openai.OpenAI, model: str = "default", **options):
-    return api.chat.completions.create(model=model, messages=[{"role": "user", "content": PROMPT}], max_tokens=24, **options)
+    options.setdefault("max_tokens", 24)
+    return api.chat.completions.create(model=model, messages=[{"role": "user", "content": PROMPT}], **options)
 
 
 def stored(org, interaction_id) -> Interaction:
@@ -178,3 +179,24 @@ def test_an_organization_over_its_limits_gets_429_with_retry_after(gateway, acme
     with pytest.raises(openai.RateLimitError) as raised:
         ask(api)
     assert int(raised.value.response.headers["Retry-After"]) >= 1
+
+
+def test_a_flood_from_one_organization_does_not_starve_another(gateway, acme, globex):
+    from concurrent.futures import ThreadPoolExecutor
+
+    TrafficLimits.objects.create(org=acme.org, max_concurrent=2)
+    flooder = client(gateway, acme.key, max_retries=0)
+
+    def flood(_):
+        try:
+            ask(flooder, max_tokens=16)
+            return 200
+        except openai.RateLimitError:
+            return 429
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        flooding = pool.map(flood, range(48))
+        calm = [ask(client(gateway, globex.key, max_retries=0), max_tokens=16) for _ in range(4)]
+        statuses = list(flooding)
+    assert 429 in statuses and 200 in statuses
+    assert len(calm) == 4 and all(c.choices[0].message.content is not None for c in calm)

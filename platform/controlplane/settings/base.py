@@ -153,6 +153,10 @@ SERVING_BASE_MODEL_PROVIDER = env_str("PLATFORM_BASE_MODEL_PROVIDER", "demo.base
 # The vLLM replicas behind the gateway ("http://host:port,..."); `manage.py up` starts one
 # and fills this in. Every replica serves the base model and every deployed adapter.
 SERVING_VLLM_URLS = env_list("PLATFORM_VLLM_URLS", [])
+# The local vLLM that `manage.py up` starts when no replicas are given.
+SERVING_VLLM_MAX_LORAS = env_int("PLATFORM_VLLM_MAX_LORAS", 8, minimum=1)  # adapters in one batch
+SERVING_VLLM_MAX_LORA_RANK = env_int("PLATFORM_VLLM_MAX_LORA_RANK", 16, minimum=1)
+SERVING_VLLM_KV_CACHE_GIB = env_int("PLATFORM_VLLM_KV_CACHE_GIB", 1, minimum=1)  # CPU only
 # A completion that takes longer is answered 503 and not recorded.
 SERVING_UPSTREAM_TIMEOUT_S = env_int("PLATFORM_UPSTREAM_TIMEOUT_S", 120, minimum=1)
 

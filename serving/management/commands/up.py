@@ -1,0 +1,139 @@
+"""python manage.py up [--port P]: everything the platform needs, in the foreground.
+
+Like `airflow standalone`: migrates the database, starts vLLM with the base model (unless
+PLATFORM_VLLM_URLS names running replicas), loads every routed adapter into it, then the web
+server (uvicorn, ASGI), a Celery worker and the scheduler (beat). Prints
+`ready: http://127.0.0.1:<port>` once requests can be served, and on Ctrl-C or SIGTERM
+stops all it started, web server first, vLLM last. If any of them dies, it stops the rest
+and exits with an error naming it.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.utils.module_loading import import_string
+
+from controlplane.celery import ensure_broker_folders
+from serving.deployments import adapters_sync
+from serving.vllm_process import VllmOptions, VllmProcess, VllmStartError
+
+STOP_TIMEOUT_S = 20.0
+
+
+class Command(BaseCommand):
+    help = "Start vLLM, the web server, a worker and the scheduler on these settings; stop them on Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=8000, help="the web server's port (default 8000)")
+        parser.add_argument("--host", default="127.0.0.1")
+
+    def handle(self, *args, port: int, host: str, **options):
+        logs = Path(settings.DATA_DIR) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        stop = _stop_on_signals()
+        call_command("migrate", verbosity=0)
+        ensure_broker_folders()
+        vllm = None
+        children: list[_Child] = []
+        try:
+            if not settings.SERVING_VLLM_URLS:
+                vllm = self._start_vllm(logs)
+                settings.SERVING_VLLM_URLS = [vllm.base_url]
+            env = {**os.environ, "PLATFORM_VLLM_URLS": ",".join(settings.SERVING_VLLM_URLS), "PYTHONUNBUFFERED": "1"}
+            self.stdout.write(f"adapters loaded into vLLM: {adapters_sync()}")
+            children = [
+                _Child("web server", [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", host,
+                                      "--port", str(port), "--no-access-log"], env, logs / "web.log"),
+                _Child("worker", [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--loglevel=INFO",
+                                  "--concurrency=1", "--without-gossip", "--without-mingle"], env, logs / "worker.log"),
+                _Child("scheduler", [sys.executable, "-m", "celery", "-A", "controlplane", "beat", "--loglevel=INFO"],
+                       env, logs / "beat.log"),
+            ]
+            url = f"http://{host}:{port}"
+            _wait_until_serving(url, children, stop)
+            self.stdout.write(f"logs: {logs}")
+            self.stdout.write(f"ready: {url}", ending="\n")
+            self.stdout.flush()
+            while not stop.wait(0.5):
+                if dead := next((child for child in children if child.exited()), None):
+                    raise CommandError(f"The {dead.name} exited with code {dead.process.returncode}; see {dead.log_path}.")
+                if vllm is not None and not vllm.running():
+                    raise CommandError(f"vLLM exited; see {vllm.log_path}.")
+        except VllmStartError as error:
+            raise CommandError(str(error)) from None
+        finally:
+            for child in children:
+                child.stop()
+            if vllm is not None:
+                vllm.stop()
+            self.stdout.write("stopped")
+
+    def _start_vllm(self, logs: Path) -> VllmProcess:
+        model_dir = settings.SERVING_BASE_MODEL_DIR or import_string(settings.SERVING_BASE_MODEL_PROVIDER)(Path(settings.DATA_DIR))
+        options = VllmOptions(
+            model=Path(model_dir), served_name=settings.SERVING_BASE_MODEL_NAME, max_loras=settings.SERVING_VLLM_MAX_LORAS,
+            max_lora_rank=settings.SERVING_VLLM_MAX_LORA_RANK, kv_cache_gib=settings.SERVING_VLLM_KV_CACHE_GIB,
+        )
+        self.stdout.write(f"starting vLLM with {model_dir} (log: {logs / 'vllm.log'}) ...")
+        return VllmProcess(options, log_path=logs / "vllm.log").start()
+
+
+class _Child:
+    """A process of ours in its own process group, so that stopping it reaches what it forked."""
+
+    def __init__(self, name: str, command: list[str], env: dict, log_path: Path):
+        self.name, self.log_path = name, log_path
+        with open(log_path, "ab") as log:
+            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def exited(self) -> bool:
+        return self.process.poll() is not None
+
+    def stop(self) -> None:
+        """SIGTERM to the main process (a warm shutdown: Celery finishes its task), then
+        SIGKILL to whatever of its group is left."""
+        if not self.exited():
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def _wait_until_serving(url: str, children: list[_Child], stop: threading.Event, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not stop.is_set():
+        if dead := next((child for child in children if child.exited()), None):
+            raise CommandError(f"The {dead.name} exited with code {dead.process.returncode}; see {dead.log_path}.")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise CommandError(f"The web server did not answer within {timeout:.0f} s; see its log.")
+        time.sleep(0.25)
+    raise CommandError("Interrupted before the platform was ready.")

@@ -1,0 +1,109 @@
+"""Deploying and rolling back adapter versions on a real vLLM replica, under traffic."""
+
+import threading
+
+import openai
+import pytest
+
+from serving import registry, vllm_api
+from serving.deployments import ReplicaFailed, adapter_deploy, adapter_rollback
+from serving.models import AdapterVersion
+from serving.vllm_process import free_port
+from tenants.errors import Conflict
+from tenants.models import AuditEvent
+from tests.conftest import make_tenant
+from tests.serving.conftest import BASE_NAME
+from tests.serving.test_gateway import ask, client
+
+pytestmark = pytest.mark.vllm
+
+
+@pytest.fixture
+def acme(gateway):
+    return make_tenant("Acme", training_enabled=True)
+
+
+def candidate(vllm, org, seed: int) -> AdapterVersion:
+    return registry.adapter_register(org=org, source_dir=vllm.trained_adapter(seed))
+
+
+def served(gateway, tenant) -> str:
+    return ask(client(gateway, tenant.key), max_tokens=2).model
+
+
+class Traffic:
+    """Requests sent back to back from a thread while the test changes routing."""
+
+    def __init__(self, gateway, key):
+        self.api = client(gateway, key, max_retries=0)
+        self.models, self.errors = [], []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self.models.append(ask(self.api, max_tokens=2).model)
+            except openai.APIError as error:
+                self.errors.append(error)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def test_deploy_and_rollback_switch_what_is_served_without_failed_requests(gateway, acme, vllm):
+    first, second = candidate(vllm, acme.org, 1), candidate(vllm, acme.org, 2)
+    with Traffic(gateway, acme.key) as traffic:
+        adapter_deploy(adapter=first, actor="test")
+        assert served(gateway, acme) == first.name
+        adapter_deploy(adapter=second, actor="test")
+        assert served(gateway, acme) == second.name
+        adapter_rollback(org=acme.org, actor="test")
+        assert served(gateway, acme) == first.name
+        adapter_rollback(org=acme.org, actor="test")
+        assert served(gateway, acme) == BASE_NAME
+    assert traffic.errors == [] and traffic.models
+    assert set(traffic.models) <= {BASE_NAME, first.name, second.name}
+    statuses = dict(AdapterVersion.objects.for_org(acme.org).values_list("name", "status"))
+    assert statuses == {first.name: "retired", second.name: "retired"}
+    actions = list(AuditEvent.objects.for_org(acme.org).filter(action__startswith="adapter.").values_list("action", flat=True))
+    assert actions == ["adapter.deploy", "adapter.deploy", "adapter.rollback", "adapter.rollback"]
+
+
+def test_the_replaced_version_stays_loaded_and_older_ones_are_unloaded(gateway, acme, vllm):
+    versions = [candidate(vllm, acme.org, seed) for seed in (1, 2, 3)]
+    for adapter in versions:
+        adapter_deploy(adapter=adapter, actor="test")
+    loaded = vllm_api.served_models(vllm.url)
+    assert {versions[1].name, versions[2].name} <= loaded and versions[0].name not in loaded
+
+
+def test_a_replica_failing_mid_deploy_leaves_routing_on_the_old_version(gateway, acme, vllm, settings):
+    old, new = candidate(vllm, acme.org, 1), candidate(vllm, acme.org, 2)
+    adapter_deploy(adapter=old, actor="test")
+    settings.SERVING_VLLM_URLS = [vllm.url, f"http://127.0.0.1:{free_port()}"]
+    with pytest.raises(ReplicaFailed):
+        adapter_deploy(adapter=new, actor="test")
+    assert registry.route_of(org=acme.org).serving == old
+    new.refresh_from_db()
+    assert new.status == "candidate"
+    assert served(gateway, acme) == old.name  # the dead replica is skipped
+
+
+def test_a_blocked_version_is_never_deployed(gateway, acme, vllm):
+    blocked = candidate(vllm, acme.org, 1)
+    AdapterVersion.objects.for_org(acme.org).filter(pk=blocked.pk).update(status="blocked")
+    blocked.refresh_from_db()
+    with pytest.raises(Conflict):
+        adapter_deploy(adapter=blocked, actor="test")
+    assert served(gateway, acme) == BASE_NAME
+
+
+def test_the_base_model_cannot_be_rolled_back(gateway, acme):
+    with pytest.raises(Conflict, match="nothing to roll back"):
+        adapter_rollback(org=acme.org, actor="test")
