@@ -1,0 +1,78 @@
+"""What a run of the traffic driver measured for one organization, and its summary table."""
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from demo.personas import EVENT_TYPES
+
+
+@dataclass(frozen=True)
+class OrgTraffic:
+    org: str
+    persona: str
+    served: int  # gateway calls answered
+    by_model: Mapping[str, int]  # served, by the adapter version (or base model) that answered
+    events: Mapping[str, int]  # feedback events the platform stored, by type (task_outcome included)
+    failures: Mapping[str, int]  # by "<what> <status>": chat calls, task openings, events not stored
+    latencies_ms: Sequence[float]  # of each answered call, the client's retries included
+    tasks: int  # background tasks opened
+    task_outcomes: Sequence[float]  # the outcomes the platform stored
+
+    @property
+    def edit_persisted_rate(self) -> float:
+        return self._per_served("edit_persisted")
+
+    @property
+    def dissatisfied_rate(self) -> float:
+        return self._per_served("dissatisfied_followup")
+
+    @property
+    def latency_p50_ms(self) -> float | None:
+        return percentile(self.latencies_ms, 0.50)
+
+    @property
+    def latency_p95_ms(self) -> float | None:
+        return percentile(self.latencies_ms, 0.95)
+
+    @property
+    def task_outcome_mean(self) -> float | None:
+        return sum(self.task_outcomes) / len(self.task_outcomes) if self.task_outcomes else None
+
+    def _per_served(self, event_type: str) -> float:
+        return self.events.get(event_type, 0) / self.served if self.served else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank percentile (q from 0 to 1); None when there are no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def format_summary(traffic: OrgTraffic) -> str:
+    """A plain-text table of one organization's run, labels left and figures right-aligned."""
+    rows = [("served", str(traffic.served))]
+    rows += [(f"  by {model}", str(count)) for model, count in sorted(traffic.by_model.items())]
+    rows += [("feedback stored", str(sum(traffic.events.values())))]
+    rows += [(f"  {kind}", str(traffic.events[kind])) for kind in EVENT_TYPES if traffic.events.get(kind)]
+    rows += [
+        ("edit persisted rate", f"{traffic.edit_persisted_rate:.3f}"),
+        ("dissatisfied followup rate", f"{traffic.dissatisfied_rate:.3f}"),
+        ("latency p50 (ms)", _figure(traffic.latency_p50_ms, ".0f")),
+        ("latency p95 (ms)", _figure(traffic.latency_p95_ms, ".0f")),
+        ("background tasks", str(traffic.tasks)),
+        ("  outcomes stored", str(len(traffic.task_outcomes))),
+        ("  outcome mean", _figure(traffic.task_outcome_mean, ".3f")),
+        ("failures", str(sum(traffic.failures.values()))),
+    ]
+    rows += [(f"  {what}", str(count)) for what, count in sorted(traffic.failures.items())]
+    label_width = max(len(label) for label, _ in rows)
+    value_width = max(len(value) for _, value in rows)
+    lines = [f"{label:<{label_width}}  {value:>{value_width}}" for label, value in rows]
+    return "\n".join([f"{traffic.org} (persona {traffic.persona})", *lines])
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
