@@ -17,6 +17,7 @@ from django.utils import timezone
 from serving import vllm_api
 from serving.models import AdapterVersion, Route
 from serving.registry import adapter_files
+from serving.routing import route_changed
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError
 from tenants.models import Organization
@@ -134,6 +135,7 @@ def _switch(route: Route, *, to: AdapterVersion | None) -> None:
             route.canary, route.canary_share = None, 0.0
     route.serving = to
     route.save()
+    transaction.on_commit(lambda: route_changed(org_id=route.org_id))
 
 
 def _name(adapter: AdapterVersion | None) -> str:

@@ -12,6 +12,7 @@ from django.conf import settings
 
 from serving.models import AdapterVersion, Route
 from serving.registry import adapter_files
+from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound
 from tenants.models import Organization
 
@@ -28,9 +29,27 @@ class Target:
         return self.adapter_path is None
 
 
+# Routing changes reach this process at once (deployments forget the entry) and other
+# gateway processes within this many seconds.
+ROUTE_CACHE_S = 0.5
+
+
+@dataclass(frozen=True)
+class RouteSnapshot:
+    serving: Target
+    canary: Target | None
+    canary_share: float
+
+
+_routes: TtlCache[RouteSnapshot] = TtlCache(ROUTE_CACHE_S)
+
+
 def target_resolve(*, org: Organization, model: str, end_user: str | None) -> Target:
     if model == DEFAULT_MODEL:
-        return _routed(org, end_user)
+        route = _routes.get(org.pk, lambda: _route_snapshot(org))
+        if route.canary is not None and in_canary(org_id=org.pk, end_user=end_user, share=route.canary_share):
+            return route.canary
+        return route.serving
     adapter = AdapterVersion.objects.for_org(org).filter(
         name=model, status__in=(AdapterVersion.Status.SERVING, AdapterVersion.Status.CANARY)
     ).first()
@@ -39,17 +58,24 @@ def target_resolve(*, org: Organization, model: str, end_user: str | None) -> Ta
     return _target(adapter)
 
 
+def route_changed(*, org_id) -> None:
+    """Called by deployments once a routing change has committed."""
+    _routes.forget(org_id)
+
+
 def base_target() -> Target:
     return Target(name=settings.SERVING_BASE_MODEL_NAME, adapter_path=None)
 
 
-def _routed(org: Organization, end_user: str | None) -> Target:
+def _route_snapshot(org: Organization) -> RouteSnapshot:
     route = Route.objects.for_org(org).select_related("serving", "canary").first()
     if route is None:
-        return base_target()
-    if route.canary is not None and in_canary(org_id=org.pk, end_user=end_user, share=route.canary_share):
-        return _target(route.canary)
-    return _target(route.serving) if route.serving is not None else base_target()
+        return RouteSnapshot(serving=base_target(), canary=None, canary_share=0.0)
+    return RouteSnapshot(
+        serving=_target(route.serving) if route.serving is not None else base_target(),
+        canary=_target(route.canary) if route.canary is not None else None,
+        canary_share=route.canary_share,
+    )
 
 
 def in_canary(*, org_id, end_user: str | None, share: float) -> bool:

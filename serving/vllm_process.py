@@ -34,6 +34,8 @@ class VllmOptions:
     # float32 like training: logprobs recorded at serving time feed importance ratios.
     dtype: str = "float32"
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    # e.g. (("VLLM_CPU_OMP_THREADS_BIND", "0-5"),) to keep cores free for the web server
+    extra_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def command(self, host: str, port: int) -> list[str]:
         args = [
@@ -49,7 +51,8 @@ class VllmOptions:
         return args + list(self.extra_args)
 
     def environment(self) -> dict[str, str]:
-        return {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib)}
+        return {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
+                **dict(self.extra_env)}
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 """Recording interactions and background tasks, under each organization's privacy policy."""
 
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, OuterRef, Subquery
@@ -23,6 +23,9 @@ class SampledTokens:
     prompt_ids: list[int]
     completion_ids: list[int]
     logprobs: list[float]  # one per completion id
+
+    def as_dict(self) -> dict:  # not dataclasses.asdict: it deep-copies every list, element by element
+        return {"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs}
 
     def __post_init__(self) -> None:
         if len(self.completion_ids) != len(self.logprobs):
@@ -73,7 +76,7 @@ def interaction_record(
                 interaction.redactions = found_in_messages + len(redacted.findings)
             payload = {"messages": messages, "completion": completion}
             if content.tokens is not None and not interaction.redactions:
-                payload["tokens"] = asdict(content.tokens)
+                payload["tokens"] = content.tokens.as_dict()
             keys.interaction_content_seal(interaction=interaction, payload=payload)
         interaction.save(force_insert=True)
     return interaction

@@ -1,6 +1,20 @@
+"""The ASGI entry point: the OpenAI-compatible gateway under /v1/, Django for the rest
+(tenant API, schema, console)."""
+
 import os
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings.base")
-application = get_asgi_application()
+django_application = get_asgi_application()  # sets Django up: the gateway's imports need it
+
+from serving.gateway.app import application as gateway_application  # noqa: E402
+
+GATEWAY_PREFIX = "/v1/"
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http" and scope["path"].startswith(GATEWAY_PREFIX):
+        await gateway_application(scope, receive, send)
+    else:
+        await django_application(scope, receive, send)

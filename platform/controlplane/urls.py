@@ -13,7 +13,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("serving.api.urls")),
-    path("v1/", include("serving.gateway.urls")),  # the OpenAI-compatible gateway
 ]
 
 handler404 = "tenants.api.errors.not_found_view"

@@ -53,7 +53,7 @@ class Limiter:
     clock: Callable[[], float] = time.monotonic
     _orgs: dict[object, _OrgState] = field(default_factory=dict)
 
-    def admit(self, org_id, limits: Limits) -> None:
+    def admit(self, org_id, limits: Limits) -> "Admission":
         """Take one request slot, or raise RateLimited saying when to come back."""
         now = self.clock()
         state = self._orgs.get(org_id)
@@ -77,12 +77,24 @@ class Limiter:
             )
         state.requests.level -= 1.0
         state.in_flight += 1
+        return Admission(state)
 
-    def release(self, org_id, *, tokens: int) -> None:
+
+class Admission:
+    """One admitted request's slot. Released exactly once, however the request ends: a
+    stream's generator may be dropped without ever running, so release is idempotent and
+    also safe to call from a finalizer."""
+
+    def __init__(self, state: _OrgState):
+        self._state: _OrgState | None = state
+
+    def release(self, *, tokens: int = 0) -> None:
         """Give back the slot and charge the tokens the request used (0 if it failed)."""
-        state = self._orgs[org_id]
-        state.in_flight -= 1
-        state.tokens.level -= tokens
+        if self._state is None:
+            return
+        self._state.in_flight -= 1
+        self._state.tokens.level -= tokens
+        self._state = None
 
 
 def retry_after_header(seconds: float) -> str:

@@ -1,7 +1,7 @@
 """POST /v1/chat/completions: the tenant-facing, OpenAI-compatible endpoint.
 
 Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the API
-key, the route, the recording) runs in Django's thread for sync code, two hops a request.
+key, the route, the recording) runs on the gateway's database threads, two hops a request.
 Every completion that reaches the client is recorded first (or, streamed, before the final
 `[DONE]`); a request that fails upstream records nothing.
 """
@@ -10,23 +10,26 @@ import json
 import logging
 import time
 import uuid
+import weakref
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import httpx
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.views.decorators.csrf import csrf_exempt
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from serving.gateway import upstream
-from serving.gateway.limits import Limiter, Limits, RateLimited, retry_after_header
+from serving.gateway.database import in_db_thread
+from serving.gateway.limits import Admission, Limiter, Limits, RateLimited, retry_after_header
 from serving.gateway.protocol import (
     GatewayError, InvalidRequest, ModelNotFound, TaskNotFound, TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view,
     request_parse, upstream_body,
 )
 from serving.models import TrafficLimits
 from serving.routing import Target, target_resolve
+from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound
 from tenants.models import BackgroundTask, Interaction, Organization
 from tenants.organizations import api_key_authenticate
@@ -35,6 +38,7 @@ from tenants.recording import InteractionContent, SampledTokens, interaction_rec
 log = logging.getLogger(__name__)
 
 limiter = Limiter()
+_limits: TtlCache[Limits] = TtlCache(ttl_s=1.0)  # a change of limits applies within a second
 
 
 @dataclass(frozen=True)
@@ -50,36 +54,35 @@ class Call:
     started: float
 
 
-@csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def chat_completions(request: Request) -> Response:
     started = time.perf_counter()
     if request.method != "POST":
         return InvalidRequest("Use POST.").response()
     try:
-        call = await sync_to_async(_admit_sync)(request, started)
-        limiter.admit(call.org.pk, call.limits)
+        call = await in_db_thread(_admit_sync, request.headers, await request.body(), started)
+        admission = limiter.admit(call.org.pk, call.limits)
     except RateLimited as limited:
         return TooManyRequests(limited.message, retry_after=retry_after_header(limited.retry_after_s)).response()
     except GatewayError as error:
         return error.response()
     if call.request["stream"]:
-        return await _streamed(call)
+        return await _streamed(call, admission)
     tokens = 0
     try:
         async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as response:
             payload = json.loads(await response.aread())
         tokens = (payload.get("usage") or {}).get("total_tokens", 0)
-        await sync_to_async(_record)(call, _Sample.of_response(payload))
-        return JsonResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
+        await in_db_thread(_record, call, _Sample.of_response(payload))
+        return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
     except GatewayError as error:
         return error.response()
     except httpx.HTTPError as error:
         return UpstreamUnavailable(f"The model server broke off the response: {error!r}").response()
     finally:
-        limiter.release(call.org.pk, tokens=tokens)
+        admission.release(tokens=tokens)
 
 
-async def _streamed(call: Call) -> HttpResponse:
+async def _streamed(call: Call, admission: Admission) -> Response:
     """Open the upstream stream before answering, so that a failure is still a clean error
     status; then relay chunks as they come."""
     stack = AsyncExitStack()
@@ -87,14 +90,17 @@ async def _streamed(call: Call) -> HttpResponse:
         response = await stack.enter_async_context(
             upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target)
         )
-    except GatewayError as error:
-        limiter.release(call.org.pk, tokens=0)
-        return error.response()
-    return StreamingHttpResponse(_relay(call, stack, response), content_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    except BaseException as error:  # a client gone (CancelledError) too
+        admission.release()
+        if isinstance(error, GatewayError):
+            return error.response()
+        raise
+    relay = _relay(call, stack, response, admission)
+    weakref.finalize(relay, admission.release)  # a client gone before the first chunk: never iterated
+    return StreamingResponse(relay, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response):
+async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, admission: Admission):
     sample, tokens = _Sample(), 0
     try:
         async with stack:
@@ -107,7 +113,7 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response):
                 visible = client_view(chunk, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name)
                 if visible["choices"] or "usage" in visible:
                     yield _event(visible)
-        await sync_to_async(_record)(call, sample)
+        await in_db_thread(_record, call, sample)
         yield b"data: [DONE]\n\n"
     except httpx.HTTPError as error:
         yield _event(UpstreamUnavailable(f"The model server broke off the stream: {error!r}").body())
@@ -115,7 +121,7 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response):
         log.exception("streamed completion %s failed", call.interaction_id)
         yield _event({"error": {"message": "The completion could not be recorded.", "type": "server_error", "param": None, "code": None}})
     finally:
-        limiter.release(call.org.pk, tokens=tokens)
+        admission.release(tokens=tokens)
 
 
 def _event(payload: dict) -> bytes:
@@ -167,33 +173,31 @@ class _Sample:
         return SampledTokens(prompt_ids=self.prompt_ids, completion_ids=self.completion_ids, logprobs=self.logprobs)
 
 
-# Database work, in Django's sync thread ------------------------------------------------------
+# Database work, on the gateway's database threads ------------------------------------------------------
 
-def _admit_sync(request: HttpRequest, started: float) -> Call:
-    org = _authenticate(request)
+def _admit_sync(headers: Headers, body: bytes, started: float) -> Call:
+    org = _authenticate(headers.get("Authorization", ""))
     try:
-        body = json.loads(request.body)
-    except ValueError as error:
+        parsed = request_parse(json.loads(body))
+    except ValueError as error:  # not JSON, or not UTF-8
         raise InvalidRequest(f"The request body is not valid JSON: {error}.") from None
-    parsed = request_parse(body)
     try:
         target = target_resolve(org=org, model=parsed["model"], end_user=parsed.get("user"))
     except NotFound as error:
         raise ModelNotFound(error.message, param="model") from None
-    return Call(org=org, request=parsed, target=target, task=_task_of(org, request, parsed), limits=_limits_of(org),
-                interaction_id=str(uuid.uuid4()), started=started)
+    task = _task_of(org, (parsed.get("metadata") or {}).get("task_id") or headers.get("X-Task-Id"))
+    return Call(org=org, request=parsed, target=target, task=task, limits=_limits_of(org), interaction_id=str(uuid.uuid4()), started=started)
 
 
-def _authenticate(request: HttpRequest) -> Organization:
-    scheme, _, raw_key = request.headers.get("Authorization", "").partition(" ")
+def _authenticate(authorization: str) -> Organization:
+    scheme, _, raw_key = authorization.partition(" ")
     principal = api_key_authenticate(raw_key.strip()) if scheme.lower() == "bearer" else None
     if principal is None:
         raise Unauthenticated("Missing, unknown or revoked API key: send 'Authorization: Bearer <api_key>'.")
     return principal.org
 
 
-def _task_of(org: Organization, request: HttpRequest, parsed: dict) -> BackgroundTask | None:
-    task_id = (parsed.get("metadata") or {}).get("task_id") or request.headers.get("X-Task-Id")
+def _task_of(org: Organization, task_id: str | None) -> BackgroundTask | None:
     if not task_id:
         return None
     try:
@@ -207,6 +211,10 @@ def _task_of(org: Organization, request: HttpRequest, parsed: dict) -> Backgroun
 
 
 def _limits_of(org: Organization) -> Limits:
+    return _limits.get(org.pk, lambda: _limits_read(org))
+
+
+def _limits_read(org: Organization) -> Limits:
     row = TrafficLimits.objects.for_org(org).first()
     defaults = settings.GATEWAY_LIMITS
     return Limits(**{name: getattr(row, name, None) or default for name, default in defaults.items()})

@@ -10,6 +10,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from tenants.api.serializers import first_error_message
 from tenants.errors import Conflict, DomainError, Forbidden, InvalidInput, NotFound
 
 DOMAIN_STATUS = {
@@ -53,20 +54,6 @@ def exception_handler(exc, context):
 def _code(exc: exceptions.APIException) -> str:
     codes = exc.get_codes()
     return codes if isinstance(codes, str) else exc.default_code
-
-
-def first_error_message(detail) -> str:
-    """A readable summary such as "completion: This field is required." for the message."""
-    path = []
-    while isinstance(detail, (dict, list)) and detail:
-        if isinstance(detail, dict):
-            key = next(iter(detail))
-            if key != "non_field_errors":
-                path.append(str(key))
-            detail = detail[key]
-        else:
-            detail = detail[0]
-    return f"{'.'.join(path)}: {detail}" if path else str(detail)
 
 
 def not_found_view(request, exception=None):

@@ -19,6 +19,20 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+def first_error_message(detail) -> str:
+    """A readable summary such as "completion: This field is required." for the message."""
+    path = []
+    while isinstance(detail, (dict, list)) and detail:
+        if isinstance(detail, dict):
+            key = next(iter(detail))
+            if key != "non_field_errors":
+                path.append(str(key))
+            detail = detail[key]
+        else:
+            detail = detail[0]
+    return f"{'.'.join(path)}: {detail}" if path else str(detail)
+
+
 class Text(serializers.CharField):
     """A CharField that takes only JSON strings: DRF would turn 5 into "5" and true into "True"."""
 

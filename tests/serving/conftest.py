@@ -16,6 +16,7 @@ import uvicorn
 from demo.base_model import bootstrap
 from demo.base_model.config import TINY
 from serving import registry, vllm_api
+from serving.gateway.database import close_connections
 from serving.models import AdapterVersion
 from serving.vllm_process import VllmOptions, VllmProcess, free_port
 from tests.serving.adapters import random_lora
@@ -79,6 +80,7 @@ def gateway_server(django_db_setup) -> str:
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=10)
+    close_connections()
 
 
 @pytest.fixture

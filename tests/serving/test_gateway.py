@@ -2,6 +2,7 @@
 vLLM server and the real database."""
 
 import json
+import time
 
 import httpx
 import openai
@@ -200,3 +201,26 @@ def test_a_flood_from_one_organization_does_not_starve_another(gateway, acme, gl
         statuses = list(flooding)
     assert 429 in statuses and 200 in statuses
     assert len(calm) == 4 and all(c.choices[0].message.content is not None for c in calm)
+
+
+def test_a_client_that_drops_a_stream_gives_its_slot_back(gateway, acme):
+    TrafficLimits.objects.create(org=acme.org, max_concurrent=1)
+    body = {"model": "default", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 200, "stream": True}
+    with httpx.stream("POST", f"{gateway}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {acme.key}"}, timeout=60) as response:
+        assert response.status_code == 200
+        next(response.iter_lines())
+    for _ in range(50):  # the gateway notices the disconnect at its next chunk
+        try:
+            ask(client(gateway, acme.key, max_retries=0), max_tokens=2)
+            return
+        except openai.RateLimitError:
+            time.sleep(0.1)
+    pytest.fail("the dropped stream's slot was never given back")
+
+
+def test_other_methods_and_paths_under_v1_get_openai_errors(gateway, acme):
+    headers = {"Authorization": f"Bearer {acme.key}"}
+    wrong_method = httpx.get(f"{gateway}/v1/chat/completions", headers=headers)
+    assert wrong_method.status_code == 400 and wrong_method.json()["error"]["message"] == "Use POST."
+    unknown = httpx.post(f"{gateway}/v1/completions", headers=headers, json={})
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"

@@ -26,8 +26,7 @@ def limiter(clock):
 def test_requests_beyond_the_rate_wait_until_the_bucket_refills(limiter, clock):
     limits = Limits(requests_per_minute=60, tokens_per_minute=10**6, max_concurrent=100)
     for _ in range(60):
-        limiter.admit("acme", limits)
-        limiter.release("acme", tokens=0)
+        limiter.admit("acme", limits).release()
     with pytest.raises(RateLimited) as raised:
         limiter.admit("acme", limits)
     assert raised.value.retry_after_s == pytest.approx(1.0)
@@ -37,8 +36,7 @@ def test_requests_beyond_the_rate_wait_until_the_bucket_refills(limiter, clock):
 
 def test_tokens_are_charged_after_the_fact_and_the_debt_is_paid_in_time(limiter, clock):
     limits = Limits(requests_per_minute=1000, tokens_per_minute=600, max_concurrent=100)
-    limiter.admit("acme", limits)
-    limiter.release("acme", tokens=1200)  # one huge completion: 600 tokens of debt
+    limiter.admit("acme", limits).release(tokens=1200)  # one huge completion: 600 tokens of debt
     with pytest.raises(RateLimited, match="Token rate") as raised:
         limiter.admit("acme", limits)
     assert raised.value.retry_after_s == pytest.approx(60.1)
@@ -48,12 +46,15 @@ def test_tokens_are_charged_after_the_fact_and_the_debt_is_paid_in_time(limiter,
 
 def test_the_concurrency_cap_counts_requests_in_flight(limiter):
     limits = Limits(requests_per_minute=1000, tokens_per_minute=10**6, max_concurrent=2)
-    limiter.admit("acme", limits)
+    first = limiter.admit("acme", limits)
     limiter.admit("acme", limits)
     with pytest.raises(RateLimited, match="in flight"):
         limiter.admit("acme", limits)
-    limiter.release("acme", tokens=10)
+    first.release(tokens=10)
+    first.release(tokens=10)  # a second release of the same request gives nothing back
     limiter.admit("acme", limits)
+    with pytest.raises(RateLimited, match="in flight"):
+        limiter.admit("acme", limits)
 
 
 def test_one_organizations_exhausted_limits_leave_anothers_untouched(limiter):

@@ -6,7 +6,7 @@ misconfigured deployment never silently falls back to the embedded default.
 
 from controlplane.env import env_bool, env_int, env_str
 
-for _required in ("DJANGO_SECRET_KEY", "PLATFORM_MASTER_KEYS", "DATABASE_URL", "CELERY_BROKER_URL"):
+for _required in ("DJANGO_SECRET_KEY", "PLATFORM_MASTER_KEYS", "DATABASE_URL", "CELERY_BROKER_URL", "PLATFORM_VLLM_URLS"):
     env_str(_required)
 
 from controlplane.settings.base import *  # noqa: E402,F403
