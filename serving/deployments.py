@@ -120,7 +120,7 @@ def adapters_sync() -> int:
 
 def _locked_route(org: Organization) -> Route:
     Route.objects.for_org(org).get_or_create(org=org)
-    return Route.objects.for_org(org).select_for_update().select_related("serving", "canary").get()
+    return Route.objects.for_org(org).select_for_update(of=("self",)).select_related("serving", "canary").get()
 
 
 def _switch(route: Route, *, to: AdapterVersion | None) -> None:

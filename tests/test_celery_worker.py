@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from tenants.models import Interaction
@@ -24,6 +25,9 @@ def test_worker_purges_expired_content(transactional_db):
     assert Interaction.objects.for_org(org).get(pk=interaction.pk).content is not None
 
     def purged() -> bool:
+        # A fresh connection each time: on SQLite, a read snapshot left open on this thread's
+        # connection (a cursor an earlier test never finished) would hide the worker's write.
+        connection.close()
         return Interaction.objects.for_org(org).filter(pk=interaction.pk, content__isnull=True).exists()
 
     with running_worker() as worker:
