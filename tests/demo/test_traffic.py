@@ -18,24 +18,18 @@ from typing import NamedTuple
 
 import pytest
 
-from demo.domain import Style, parse_prompt, render_edit, render_function
+from demo.domain import parse_prompt, render_edit, render_function
 from demo.domain.generate import sample_response
 from demo.http import ApiError
-from demo.personas import Delays, Noise, Persona
+from demo.personas import Persona
 from demo.traffic import OrgTraffic, SimulatedOrg, format_summary, run_traffic
 from demo.traffic.__main__ import parse_args
 from demo.traffic.driver import plan_jobs
 from demo.traffic.outbox import Feedback, Outbox, Outcome, idempotency_key
 from demo.traffic.stats import percentile
 from demo.traffic.transports import ChatFailed, Retry, Served, Tenant
+from tests.demo.pinned_persona import PLEASING, STRICT
 
-NO_NOISE = Noise(interrupt=0.0, revert_when_satisfied=0.0, persist_when_soft_miss=0.0,
-                 followup_after_required_miss=1.0, followup_after_clear_ask=1.0)
-DELAYS = Delays(followup=(10.0, 20.0), clarification=(30.0, 40.0), settle=(1000.0, 2000.0), outcome=(5000.0, 6000.0))
-# Keeps every correct snake_case edit with a docstring, so its reactions are known in advance.
-STRICT = Persona(name="strict", description="pinned noise", required={"naming": "snake"}, soft={"docstring": "yes"},
-                 noise=NO_NOISE, delays=DELAYS)
-PLEASING = Style(naming="snake", indent="4", docstring="yes", hints="no")
 NO_RETRY_WAIT = Retry(attempts=3, backoff_s=0.0)
 # The fields of a feedback event in SPEC 8.
 EVENT_FIELDS = {"interaction_id", "type", "idempotency_key", "value", "occurred_at"}

@@ -10,17 +10,11 @@ from demo.domain import (
 )
 from demo.domain.generate import sample_prompt, sample_response
 from demo.personas import (
-    EVENT_TYPES, Delays, FeedbackEvent, Noise, Persona, feedback_for, load_personas, sample_background_task,
+    EVENT_TYPES, FeedbackEvent, Persona, feedback_for, load_personas, sample_background_task,
     task_outcome_event, task_outcome_for,
 )
+from tests.demo.pinned_persona import DELAYS, NO_NOISE, PLEASING, STRICT
 
-NO_NOISE = Noise(interrupt=0.0, revert_when_satisfied=0.0, persist_when_soft_miss=0.0,
-                 followup_after_required_miss=1.0, followup_after_clear_ask=1.0)
-DELAYS = Delays(followup=(10.0, 20.0), clarification=(30.0, 40.0), settle=(1000.0, 2000.0), outcome=(5000.0, 6000.0))
-# Wants snake_case for sure, and would rather keep code with docstrings.
-STRICT = Persona(name="strict", description="pinned noise", required={"naming": "snake"}, soft={"docstring": "yes"},
-                 noise=NO_NOISE, delays=DELAYS)
-PLEASING = Style(naming="snake", indent="4", docstring="yes", hints="no")
 SUM_LIST = task_by_words("sum list")
 CLEAR = render_prompt(Prompt(SUM_LIST, "utils.py"))
 AMBIGUOUS = render_prompt(Prompt(SUM_LIST, None))
