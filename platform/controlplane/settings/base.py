@@ -133,6 +133,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "tenants.api.schema.forbid_unknown_request_fields",
+        "serving.gateway.schema.add_chat_completions",
     ],
 }
 
