@@ -32,13 +32,14 @@ from serving.routing import Target, target_resolve
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound
 from tenants.models import BackgroundTask, Interaction, Organization
-from tenants.organizations import api_key_authenticate
+from tenants.organizations import Principal, api_key_authenticate
 from tenants.recording import InteractionContent, SampledTokens, interaction_record
 
 log = logging.getLogger(__name__)
 
 limiter = Limiter()
 _limits: TtlCache[Limits] = TtlCache(ttl_s=1.0)  # a change of limits applies within a second
+_principals: TtlCache[Principal | None] = TtlCache(ttl_s=1.0)
 
 
 @dataclass(frozen=True)
@@ -191,10 +192,19 @@ def _admit_sync(headers: Headers, body: bytes, started: float) -> Call:
 
 def _authenticate(authorization: str) -> Organization:
     scheme, _, raw_key = authorization.partition(" ")
-    principal = api_key_authenticate(raw_key.strip()) if scheme.lower() == "bearer" else None
+    principal = _principal_of(raw_key.strip()) if scheme.lower() == "bearer" else None
     if principal is None:
         raise Unauthenticated("Missing, unknown or revoked API key: send 'Authorization: Bearer <api_key>'.")
     return principal.org
+
+
+def _principal_of(raw_key: str) -> Principal | None:
+    """Known keys are remembered for a second (a revoked key stops working within it);
+    unknown ones are not, so that random keys cannot fill the cache."""
+    principal = _principals.get(raw_key, lambda: api_key_authenticate(raw_key))
+    if principal is None:
+        _principals.forget(raw_key)
+    return principal
 
 
 def _task_of(org: Organization, task_id: str | None) -> BackgroundTask | None:
