@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("serving.api.urls")),
+    path("api/v1/", include("training.api.urls")),
 ]
 
 handler404 = "tenants.api.errors.not_found_view"
