@@ -1,0 +1,142 @@
+"""The dataset of one training run: an organization's served completions with the rewards
+their feedback earned, as the engine's examples, and the lineage that names them.
+
+On-policy first: completions served by the incumbent version. Those of the versions it
+replaced, up to `staleness` deployments back, also count, marked off-policy: the engine
+weighs them with truncated importance ratios against the incumbent. Older ones never do.
+
+An interaction counts when it has feedback (its own events or its task's outcome), its text
+and tokens were stored (not zero-retention, not purged by retention, not redacted: token ids
+spell the text), and, with `since`, it is newer than the last run or got feedback after it:
+feedback that arrives after a run used its interaction counts in a later run, never lost.
+"""
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from django.db.models import Q
+
+from serving.models import AdapterVersion
+from tenants.errors import Conflict
+from tenants.models import FeedbackEvent, Interaction, Organization
+from tenants.privacy import policy_get
+from tenants.recording import interaction_content
+from training.engine import Example
+from training.rewards import RewardSpecValues, interaction_reward, outcome_shares
+
+STALENESS_VERSIONS = 1  # deployments back whose completions still train, importance-weighted
+SHARED_GROUP = "shared"  # examples with no other of their prompt share one baseline
+
+
+@dataclass(frozen=True)
+class Dataset:
+    examples: list[Example]
+    interaction_ids: list[str]  # in the order of `examples`
+    sha256: str  # of the ids, rewards and tokens: what the adapter was trained on, exactly
+    off_policy: int  # examples served by an older version than the incumbent
+    skipped: dict[str, int]  # interactions left out, by reason
+
+
+def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: RewardSpecValues,
+                  since: datetime | None = None, staleness: int = STALENESS_VERSIONS) -> Dataset:
+    policy = policy_get(org=org)
+    if not policy.training_enabled:
+        raise Conflict("Training is off in this organization's privacy policy.")
+    if not policy.store_content:
+        raise Conflict("This organization keeps no text (zero retention): there is nothing to train on.")
+    behaviours = _behaviour_versions(incumbent, staleness)  # served name (None: base) -> is the incumbent
+    candidates = _candidates(org, behaviours, since)
+    events = _events_by_interaction(org, candidates)
+    outcomes, steps = _task_credit(org, candidates)
+    examples, ids, skipped = [], [], Counter()
+    for interaction in candidates:
+        if not events[interaction.pk] and interaction.task_id not in outcomes:
+            skipped["no feedback yet"] += 1
+            continue
+        tokens = (interaction_content(interaction=interaction) or {}).get("tokens")
+        if tokens is None:
+            skipped["no tokens (recorded through the API, or redacted)"] += 1
+            continue
+        share, value = 0.0, None
+        if interaction.task_id in outcomes:
+            position, count = steps[interaction.pk]
+            share, value = outcome_shares(steps=count, spec=spec)[position], outcomes[interaction.task_id]
+        reward = interaction_reward(spec=spec, events=events[interaction.pk], latency_ms=interaction.latency_ms,
+                                    outcome_share=share, outcome_value=value)
+        examples.append(Example(
+            prompt_ids=tokens["prompt_ids"], completion_ids=tokens["completion_ids"], sampled_logprobs=tokens["logprobs"],
+            reward=reward, group=_prompt_key(tokens["prompt_ids"]), behaviour_is_incumbent=behaviours[interaction.adapter],
+        ))
+        ids.append(str(interaction.pk))
+    examples = _share_lonely_groups(examples)
+    return Dataset(examples=examples, interaction_ids=ids, sha256=_lineage_hash(ids, examples),
+                   off_policy=sum(not e.behaviour_is_incumbent for e in examples), skipped=dict(skipped))
+
+
+def _behaviour_versions(incumbent: AdapterVersion | None, staleness: int) -> dict[str | None, bool]:
+    """The served names whose completions count, each with whether it is the incumbent."""
+    if incumbent is None:
+        return {None: True}
+    versions, version = {incumbent.name: True}, incumbent
+    for _ in range(staleness):
+        replaced = version.replaced
+        versions[replaced.name if replaced else None] = False
+        if replaced is None:
+            break
+        version = replaced
+    return versions
+
+
+def _candidates(org: Organization, behaviours: dict[str | None, bool], since: datetime | None) -> list[Interaction]:
+    served_by = Q(adapter__in=[name for name in behaviours if name is not None])
+    if None in behaviours:
+        served_by |= Q(adapter__isnull=True)
+    interactions = Interaction.objects.for_org(org).select_related("org").filter(served_by, content__isnull=False)
+    if since is not None:
+        interactions = interactions.filter(
+            Q(created_at__gt=since) | Q(feedback_events__received_at__gt=since) | Q(task__feedback_events__received_at__gt=since)
+        ).distinct()
+    return list(interactions.order_by("created_at", "pk"))
+
+
+def _events_by_interaction(org: Organization, interactions: list[Interaction]) -> dict:
+    events = defaultdict(list)
+    rows = FeedbackEvent.objects.for_org(org).filter(interaction__in=interactions).values_list("interaction_id", "type", "value")
+    for interaction_id, event_type, value in rows:
+        events[interaction_id].append((event_type, value))
+    return events
+
+
+def _task_credit(org: Organization, interactions: list[Interaction]) -> tuple[dict, dict]:
+    """Each task's outcome, and each interaction's (position, number of steps) in its task."""
+    task_ids = {i.task_id for i in interactions if i.task_id is not None}
+    outcomes = dict(FeedbackEvent.objects.for_org(org).filter(task__in=task_ids, type=FeedbackEvent.Type.TASK_OUTCOME)
+                    .values_list("task_id", "value"))
+    by_task = defaultdict(list)
+    for task_id, interaction_id in (Interaction.objects.for_org(org).filter(task__in=outcomes)
+                                    .order_by("created_at", "pk").values_list("task_id", "pk")):
+        by_task[task_id].append(interaction_id)
+    steps = {interaction_id: (position, len(members)) for members in by_task.values()
+             for position, interaction_id in enumerate(members)}
+    return outcomes, steps
+
+
+def _prompt_key(prompt_ids: list[int]) -> str:
+    return hashlib.sha256(json.dumps(prompt_ids).encode()).hexdigest()[:16]
+
+
+def _share_lonely_groups(examples: list[Example]) -> list[Example]:
+    """An example alone with its prompt would get no advantage (nothing to compare it with):
+    such examples share one baseline instead."""
+    sizes = Counter(example.group for example in examples)
+    return [example if sizes[example.group] > 1 else replace(example, group=SHARED_GROUP) for example in examples]
+
+
+def _lineage_hash(ids: list[str], examples: list[Example]) -> str:
+    digest = hashlib.sha256()
+    for interaction_id, example in zip(ids, examples, strict=True):
+        digest.update(json.dumps([interaction_id, example.reward, example.prompt_ids, example.completion_ids]).encode())
+    return digest.hexdigest()
