@@ -40,7 +40,13 @@ def adapter_load_everywhere(adapter: AdapterVersion) -> None:
 
     def load(url: str) -> None:
         try:
-            if adapter.name not in vllm_api.served_models(url):
+            loaded_from = vllm_api.served_roots(url).get(adapter.name)
+            if loaded_from is not None and loaded_from != str(path):
+                # The name serves other files: a deleted organization's, whose slug was taken
+                # again while this replica was unreachable. Never serve them under this name.
+                vllm_api.unload_adapter(url, name=adapter.name)
+                loaded_from = None
+            if loaded_from is None:
                 vllm_api.load_adapter(url, name=adapter.name, path=path)
         except (vllm_api.VllmError, OSError) as error:
             failures.append(f"{url}: {error}")

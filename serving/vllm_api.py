@@ -24,8 +24,13 @@ def unload_adapter(base_url: str, *, name: str, timeout: float = 60.0) -> None:
 
 def served_models(base_url: str, timeout: float = 10.0) -> set[str]:
     """The names this replica serves: its base model and every loaded adapter."""
+    return set(served_roots(base_url, timeout))
+
+
+def served_roots(base_url: str, timeout: float = 10.0) -> dict[str, str]:
+    """Each served name with the files it was loaded from (vLLM's `root`)."""
     with urllib.request.urlopen(base_url.rstrip("/") + "/v1/models", timeout=timeout) as response:
-        return {model["id"] for model in json.loads(response.read())["data"]}
+        return {model["id"]: model.get("root", "") for model in json.loads(response.read())["data"]}
 
 
 def _post(base_url: str, path: str, body: dict, timeout: float) -> None:

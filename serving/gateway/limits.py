@@ -55,6 +55,8 @@ class Limiter:
 
     def admit(self, org_id, limits: Limits) -> "Admission":
         """Take one request slot, or raise RateLimited saying when to come back."""
+        if 0 in (limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrent):
+            raise RateLimited("This organization's access to the gateway is suspended (a limit of 0).", 60.0)
         now = self.clock()
         state = self._orgs.get(org_id)
         if state is None:

@@ -143,6 +143,10 @@ class InvalidRequest(GatewayError):
     code = "invalid_request"
 
 
+class RequestTooLarge(GatewayError):
+    status, code = 413, "request_too_large"
+
+
 class Unauthenticated(GatewayError):
     status, type, code = 401, "authentication_error", "invalid_api_key"
 

@@ -6,6 +6,7 @@ Every completion that reaches the client is recorded first (or, streamed, before
 `[DONE]`); a request that fails upstream records nothing.
 """
 
+import asyncio
 import json
 import logging
 import time
@@ -24,7 +25,7 @@ from serving.gateway import upstream
 from serving.gateway.database import in_db_thread
 from serving.gateway.limits import Admission, Limiter, Limits, RateLimited, retry_after_header
 from serving.gateway.protocol import (
-    GatewayError, InvalidRequest, ModelNotFound, TaskNotFound, TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view,
+    GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, TaskNotFound, TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view,
     request_parse, upstream_body,
 )
 from serving.models import TrafficLimits
@@ -60,7 +61,7 @@ async def chat_completions(request: Request) -> Response:
     if request.method != "POST":
         return InvalidRequest("Use POST.").response()
     try:
-        call = await in_db_thread(_admit_sync, request.headers, await request.body(), started)
+        call = await in_db_thread(_admit_sync, request.headers, await _body_of(request), started)
         admission = limiter.admit(call.org.pk, call.limits)
     except RateLimited as limited:
         return TooManyRequests(limited.message, retry_after=retry_after_header(limited.retry_after_s)).response()
@@ -95,10 +96,35 @@ async def _streamed(call: Call, admission: Admission) -> Response:
         admission.release()
         if isinstance(error, GatewayError):
             return error.response()
+        if isinstance(error, httpx.HTTPError):
+            return UpstreamUnavailable(f"The model server broke off the response: {error!r}").response()
         raise
     relay = _relay(call, stack, response, admission)
-    weakref.finalize(relay, admission.release)  # a client gone before the first chunk: never iterated
+    weakref.finalize(relay, _abandon, admission, stack, asyncio.get_running_loop())
     return StreamingResponse(relay, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _abandon(admission: Admission, stack: AsyncExitStack, loop: asyncio.AbstractEventLoop) -> None:
+    """A stream dropped before its first chunk is never iterated: give its slot back and
+    close its upstream response, so that vLLM stops generating (no-ops after a full relay)."""
+    admission.release()
+    if not loop.is_closed():
+        loop.call_soon_threadsafe(lambda: loop.create_task(stack.aclose()))
+
+
+async def _body_of(request: Request) -> bytes:
+    """The body, refused past the tenant API's size limit before it is all in memory."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    declared = request.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, admission: Admission):
@@ -109,6 +135,10 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, ad
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[len("data: "):])
+                if "error" in chunk:  # vLLM failed mid-generation: a cut-off completion is not served, nor recorded
+                    message = (chunk["error"] or {}).get("message", "unknown error")
+                    yield _event(UpstreamUnavailable(f"The model server failed mid-stream: {message}").body())
+                    return
                 sample.add_chunk(chunk)
                 tokens = (chunk.get("usage") or {}).get("total_tokens", tokens)
                 visible = client_view(chunk, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name)
@@ -122,7 +152,7 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, ad
         log.exception("streamed completion %s failed", call.interaction_id)
         yield _event({"error": {"message": "The completion could not be recorded.", "type": "server_error", "param": None, "code": None}})
     finally:
-        admission.release(tokens=tokens)
+        admission.release(tokens=tokens or sample.token_count())  # a stream cut short still pays what it used
 
 
 def _event(payload: dict) -> bytes:
@@ -164,6 +194,9 @@ class _Sample:
     def _add_usage(self, usage: dict | None) -> None:
         if usage:
             self.prompt_tokens, self.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+
+    def token_count(self) -> int:
+        return len(self.prompt_ids or []) + len(self.completion_ids or [])
 
     def tokens(self) -> SampledTokens | None:
         if self.prompt_ids is None or self.completion_ids is None or self.logprobs is None:
@@ -227,7 +260,8 @@ def _limits_of(org: Organization) -> Limits:
 def _limits_read(org: Organization) -> Limits:
     row = TrafficLimits.objects.for_org(org).first()
     defaults = settings.GATEWAY_LIMITS
-    return Limits(**{name: getattr(row, name, None) or default for name, default in defaults.items()})
+    values = {name: getattr(row, name, None) for name in defaults}
+    return Limits(**{name: defaults[name] if value is None else value for name, value in values.items()})
 
 
 def _record(call: Call, sample: _Sample) -> Interaction:

@@ -107,3 +107,11 @@ def test_a_blocked_version_is_never_deployed(gateway, acme, vllm):
 def test_the_base_model_cannot_be_rolled_back(gateway, acme):
     with pytest.raises(Conflict, match="nothing to roll back"):
         adapter_rollback(org=acme.org, actor="test")
+
+
+def test_a_name_left_loaded_by_a_deleted_organization_is_reloaded_with_the_new_files(gateway, acme, vllm):
+    stale = vllm.trained_adapter(7)  # a deleted "acme"'s weights, left on a replica that was down
+    vllm_api.load_adapter(vllm.url, name="acme@v1", path=stale)
+    adapter = candidate(vllm, acme.org, 1)
+    adapter_deploy(adapter=adapter, actor="test")
+    assert vllm_api.served_roots(vllm.url)["acme@v1"] == str(registry.adapter_files(adapter))

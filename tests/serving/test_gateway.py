@@ -237,3 +237,10 @@ def test_a_revoked_key_stops_working_at_the_gateway_within_a_second(gateway, acm
     time.sleep(1.1)
     with pytest.raises(openai.AuthenticationError):
         ask(api, max_tokens=1)
+
+
+def test_a_body_over_the_size_limit_is_refused_before_it_is_read_whole(gateway, acme, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    response = post(gateway, acme.key, {"model": "default", "messages": [{"role": "user", "content": "x" * 20_000}]})
+    assert response.status_code == 413 and response.json()["error"]["code"] == "request_too_large"
+    assert not Interaction.objects.for_org(acme.org).exists()

@@ -68,3 +68,9 @@ def test_one_organizations_exhausted_limits_leave_anothers_untouched(limiter):
 @pytest.mark.parametrize(("seconds", "header"), [(0.0, "1"), (0.2, "1"), (1.0, "1"), (1.01, "2"), (59.5, "60")])
 def test_retry_after_is_whole_seconds_rounded_up(seconds, header):
     assert retry_after_header(seconds) == header
+
+
+def test_a_limit_of_zero_suspends_the_organization(limiter):
+    with pytest.raises(RateLimited, match="suspended") as raised:
+        limiter.admit("acme", Limits(requests_per_minute=100, tokens_per_minute=10**6, max_concurrent=0))
+    assert raised.value.retry_after_s == 60.0

@@ -50,14 +50,13 @@ class Command(BaseCommand):
                 settings.SERVING_VLLM_URLS = [vllm.base_url]
             env = {**os.environ, "PLATFORM_VLLM_URLS": ",".join(settings.SERVING_VLLM_URLS), "PYTHONUNBUFFERED": "1"}
             self.stdout.write(f"adapters loaded into vLLM: {adapters_sync()}")
-            children = [
-                _Child("web server", [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", host,
-                                      "--port", str(port), "--no-access-log"], env, logs / "web.log"),
-                _Child("worker", [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--loglevel=INFO",
-                                  "--concurrency=1", "--without-gossip", "--without-mingle"], env, logs / "worker.log"),
-                _Child("scheduler", [sys.executable, "-m", "celery", "-A", "controlplane", "beat", "--loglevel=INFO"],
-                       env, logs / "beat.log"),
-            ]
+            # One by one, so that if one fails to start, those already started are stopped.
+            children.append(_Child("web server", [sys.executable, "-m", "uvicorn", "controlplane.asgi:application",
+                                                  "--host", host, "--port", str(port), "--no-access-log"], env, logs / "web.log"))
+            children.append(_Child("worker", [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--loglevel=INFO",
+                                              "--concurrency=1", "--without-gossip", "--without-mingle"], env, logs / "worker.log"))
+            children.append(_Child("scheduler", [sys.executable, "-m", "celery", "-A", "controlplane", "beat", "--loglevel=INFO"],
+                                   env, logs / "beat.log"))
             url = f"http://{host}:{port}"
             _wait_until_serving(url, children, stop)
             self.stdout.write(f"logs: {logs}")
