@@ -8,6 +8,7 @@ two deployments back are unloaded (they have long been drained by then).
 """
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
@@ -104,12 +105,7 @@ def adapters_unload_drained(*, org: Organization) -> None:
     route = Route.objects.for_org(org).select_related("serving").first()
     keep = {route.serving_id, route.canary_id, route.serving.replaced_id if route.serving else None}
     names = set(AdapterVersion.objects.for_org(org).exclude(pk__in={k for k in keep if k}).values_list("name", flat=True))
-    for url in replica_urls():
-        try:
-            for name in names & vllm_api.served_models(url):
-                vllm_api.unload_adapter(url, name=name)
-        except (vllm_api.VllmError, OSError) as error:
-            log.warning("unloading %s's drained adapters from %s failed: %s", org.slug, url, error)
+    _unload_everywhere(names.__contains__, whose=f"{org.slug}'s drained adapters")
 
 
 def adapters_sync() -> int:
@@ -151,9 +147,15 @@ def _name(adapter: AdapterVersion | None) -> str:
 def org_adapters_unload(*, slug: str, **_) -> None:
     """Take a deleted organization's adapters off every replica: its slug, and so its adapter
     names, may be taken again (connected to tenants' organization_deleted)."""
+    _unload_everywhere(lambda name: name.startswith(f"{slug}@"), whose=f"the deleted organization {slug}'s adapters")
+
+
+def _unload_everywhere(unwanted: Callable[[str], bool], *, whose: str) -> None:
+    """Unload from every replica the served names `unwanted` picks. Best effort: a replica
+    that is down is logged and skipped (a deployment checks what each replica serves)."""
     for url in replica_urls():
         try:
-            for name in {name for name in vllm_api.served_models(url) if name.startswith(f"{slug}@")}:
+            for name in filter(unwanted, vllm_api.served_models(url)):
                 vllm_api.unload_adapter(url, name=name)
         except (vllm_api.VllmError, OSError) as error:
-            log.warning("unloading the deleted organization %s's adapters from %s failed: %s", slug, url, error)
+            log.warning("unloading %s from %s failed: %s", whose, url, error)

@@ -1,6 +1,7 @@
 """A per-process cache of small per-organization facts read on every request (its route,
 its limits): at most `ttl_s` old, dropped at once by `forget` in the process that changed
-them. Other processes see a change within `ttl_s`."""
+them. Other processes see a change within `ttl_s`. None, a lookup that found nothing, is
+never remembered."""
 
 import threading
 import time
@@ -23,8 +24,9 @@ class TtlCache(Generic[V]):
         if entry is not None and entry[0] > now:
             return entry[1]
         value = compute()  # outside the lock: two threads may both compute, and both are right
-        with self._lock:
-            self._entries[key] = (now + self.ttl_s, value)
+        if value is not None:  # a miss stays a miss: unknown keys cannot fill the cache
+            with self._lock:
+                self._entries[key] = (now + self.ttl_s, value)
         return value
 
     def forget(self, key: Hashable) -> None:

@@ -49,28 +49,33 @@ async def _send(body: dict, target: Target) -> tuple[str, httpx.Response]:
     if not urls:
         raise UpstreamUnavailable("No vLLM replicas are configured for this platform.")
     for url in urls:
-        _in_flight[url] += 1
+        _in_flight[url] += 1  # counted while waiting too: vLLM answers a non-streamed call at its end
         try:
-            response = await _post(url, body)
-            if response.status_code == 404 and not target.is_base:
-                await response.aclose()
-                await _load_adapter(url, target)
-                response = await _post(url, body)
-            if response.status_code >= 400:
-                raise await _error_of(response)
-            _down_until.pop(url, None)
-            return url, response
-        except (httpx.ConnectError, httpx.ConnectTimeout):
+            response = await _answer(url, body, target)
+        except BaseException as error:
             _in_flight[url] -= 1
-            _down_until[url] = time.monotonic() + DOWN_FOR_S
-            log.warning("vLLM replica %s refused the connection; trying the next one", url)
-        except httpx.TimeoutException:
-            _in_flight[url] -= 1
-            raise UpstreamUnavailable(f"The model did not answer within {settings.SERVING_UPSTREAM_TIMEOUT_S} s.") from None
-        except BaseException:
-            _in_flight[url] -= 1
+            if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+                _down_until[url] = time.monotonic() + DOWN_FOR_S
+                log.warning("vLLM replica %s refused the connection; trying the next one", url)
+                continue
+            if isinstance(error, httpx.TimeoutException):
+                raise UpstreamUnavailable(f"The model did not answer within {settings.SERVING_UPSTREAM_TIMEOUT_S} s.") from None
             raise
+        _down_until.pop(url, None)
+        return url, response
     raise UpstreamUnavailable("No vLLM replica is reachable right now; retry shortly.")
+
+
+async def _answer(url: str, body: dict, target: Target) -> httpx.Response:
+    """One replica's successful response, loading the adapter again if it lost it."""
+    response = await _post(url, body)
+    if response.status_code == 404 and not target.is_base:
+        await response.aclose()
+        await _load_adapter(url, target)
+        response = await _post(url, body)
+    if response.status_code >= 400:
+        raise await _error_of(response)
+    return response
 
 
 async def _post(url: str, body: dict) -> httpx.Response:

@@ -69,19 +69,19 @@ async def chat_completions(request: Request) -> Response:
         return error.response()
     if call.request["stream"]:
         return await _streamed(call, admission)
-    tokens = 0
+    sample = _Sample()
     try:
         async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as response:
             payload = json.loads(await response.aread())
-        tokens = (payload.get("usage") or {}).get("total_tokens", 0)
-        await in_db_thread(_record, call, _Sample.of_response(payload))
+        sample = _Sample.of_response(payload)
+        await in_db_thread(_record, call, sample)
         return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
     except GatewayError as error:
         return error.response()
     except httpx.HTTPError as error:
         return UpstreamUnavailable(f"The model server broke off the response: {error!r}").response()
     finally:
-        admission.release(tokens=tokens)
+        admission.release(tokens=sample.token_count())
 
 
 async def _streamed(call: Call, admission: Admission) -> Response:
@@ -128,7 +128,7 @@ async def _body_of(request: Request) -> bytes:
 
 
 async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, admission: Admission):
-    sample, tokens = _Sample(), 0
+    sample = _Sample()
     try:
         async with stack:
             async for line in response.aiter_lines():
@@ -140,7 +140,6 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, ad
                     yield _event(UpstreamUnavailable(f"The model server failed mid-stream: {message}").body())
                     return
                 sample.add_chunk(chunk)
-                tokens = (chunk.get("usage") or {}).get("total_tokens", tokens)
                 visible = client_view(chunk, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name)
                 if visible["choices"] or "usage" in visible:
                     yield _event(visible)
@@ -152,7 +151,7 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, ad
         log.exception("streamed completion %s failed", call.interaction_id)
         yield _event({"error": {"message": "The completion could not be recorded.", "type": "server_error", "param": None, "code": None}})
     finally:
-        admission.release(tokens=tokens or sample.token_count())  # a stream cut short still pays what it used
+        admission.release(tokens=sample.token_count())
 
 
 def _event(payload: dict) -> bytes:
@@ -187,15 +186,20 @@ class _Sample:
     def _add_choice(self, choice: dict, *, text: str) -> None:
         self.text += text
         if choice.get("token_ids") is not None:
-            self.completion_ids = (self.completion_ids or []) + choice["token_ids"]
+            self.completion_ids = self.completion_ids or []
+            self.completion_ids.extend(choice["token_ids"])
         if (choice.get("logprobs") or {}).get("content") is not None:
-            self.logprobs = (self.logprobs or []) + [entry["logprob"] for entry in choice["logprobs"]["content"]]
+            self.logprobs = self.logprobs or []
+            self.logprobs.extend(entry["logprob"] for entry in choice["logprobs"]["content"])
 
     def _add_usage(self, usage: dict | None) -> None:
         if usage:
             self.prompt_tokens, self.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
 
     def token_count(self) -> int:
+        """What the limiter charges: vLLM's usage, or for a stream cut short what it saw."""
+        if self.prompt_tokens is not None and self.completion_tokens is not None:
+            return self.prompt_tokens + self.completion_tokens
         return len(self.prompt_ids or []) + len(self.completion_ids or [])
 
     def tokens(self) -> SampledTokens | None:
@@ -232,12 +236,8 @@ def _authenticate(authorization: str) -> Organization:
 
 
 def _principal_of(raw_key: str) -> Principal | None:
-    """Known keys are remembered for a second (a revoked key stops working within it);
-    unknown ones are not, so that random keys cannot fill the cache."""
-    principal = _principals.get(raw_key, lambda: api_key_authenticate(raw_key))
-    if principal is None:
-        _principals.forget(raw_key)
-    return principal
+    """Known keys are remembered for a second (a revoked key stops working within it)."""
+    return _principals.get(raw_key, lambda: api_key_authenticate(raw_key))
 
 
 def _task_of(org: Organization, task_id: str | None) -> BackgroundTask | None:
