@@ -20,13 +20,13 @@ from serving.models import AdapterVersion, Route
 from serving.registry import adapter_files
 from serving.routing import route_changed
 from tenants.audit import audit_record
-from tenants.errors import Conflict, DomainError
+from tenants.errors import Conflict, Unavailable
 from tenants.models import Organization
 
 log = logging.getLogger(__name__)
 
 
-class ReplicaFailed(DomainError):
+class ReplicaFailed(Unavailable):
     code = "replica_failed"
 
 

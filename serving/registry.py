@@ -13,10 +13,19 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils.module_loading import import_string
 
 from serving.models import AdapterVersion, Route
 from tenants.errors import Conflict, InvalidInput, NotFound
 from tenants.models import Organization
+
+
+def base_model_dir() -> Path:
+    """The served base model's directory: SERVING_BASE_MODEL_DIR, or the provider's (the embedded
+    default builds its own on first use)."""
+    if settings.SERVING_BASE_MODEL_DIR:
+        return Path(settings.SERVING_BASE_MODEL_DIR)
+    return Path(import_string(settings.SERVING_BASE_MODEL_PROVIDER)(Path(settings.DATA_DIR)))
 
 
 def adapters_root() -> Path:
@@ -75,9 +84,13 @@ def _register_next_version(org, source_dir, base, parent, dataset_sha256) -> Ada
 
 
 def _copy_in(source_dir: Path, target: Path) -> None:
-    """Copy into a staging folder, then rename: vLLM never sees a half-written adapter."""
+    """Copy into a staging folder, then rename: vLLM never sees a half-written adapter.
+
+    Called inside the transaction that creates the version's row, which holds its number: a
+    folder already there was left by a registration that crashed before its commit, and no
+    row names it, so it is replaced."""
     if target.exists():
-        raise Conflict(f"{target} already exists; adapter files are never overwritten.")
+        shutil.rmtree(target)
     staging = target.with_name(target.name + ".incoming")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source_dir, staging)

@@ -24,3 +24,9 @@ class Conflict(DomainError):
 
 class Forbidden(DomainError):
     code = "forbidden"
+
+
+class Unavailable(DomainError):
+    """A dependency (a model server, a replica) cannot do its part now; retrying later may work."""
+
+    code = "unavailable"

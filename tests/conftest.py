@@ -1,7 +1,9 @@
 """Shared fixtures: two organizations, acme (the owner of the objects under test) and globex
-(the outsider whose identifiers must never reach acme's data, and the other way round)."""
+(the outsider whose identifiers must never reach acme's data, and the other way round), and the
+tiny base model that serving and training tests run on."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -30,6 +32,15 @@ def api_client(key: str) -> APIClient:
 def make_tenant(name: str, **policy) -> Tenant:
     org, key = org_create(name=name, owner_email=f"owner@{name.lower()}.example", policy=policy or None)
     return Tenant(org=org, key=key, client=api_client(key))
+
+
+@pytest.fixture(scope="session")
+def tiny_base_model(tmp_path_factory) -> Path:
+    """The demo's model architecture at its smallest, built once per session (about 10 s)."""
+    from demo.base_model import bootstrap
+    from demo.base_model.config import TINY
+
+    return bootstrap.ensure_base_model(TINY, tmp_path_factory.mktemp("base-model"), progress=False)
 
 
 @pytest.fixture

@@ -139,21 +139,23 @@ class Worker:
 def worker_command(*extra: str) -> list[str]:
     return [
         sys.executable, "-m", "celery", "-A", "controlplane", "worker",
-        "--pool=solo", "--concurrency=1", "-Q", "celery", "--loglevel=INFO",
+        "--pool=solo", "--concurrency=1", "-Q", ",".join(settings.WORKER_QUEUES), "--loglevel=INFO",
         "--without-heartbeat", "--without-mingle", "--without-gossip",
         *extra,
     ]
 
 
 @contextmanager
-def running_worker(*extra_args: str, wait_ready: bool = True) -> Iterator[Worker]:
-    """Start a real Celery worker on the test database and broker; stop it when the block ends."""
+def running_worker(*extra_args: str, wait_ready: bool = True, env: dict[str, str] | None = None) -> Iterator[Worker]:
+    """Start a real Celery worker on the test database and broker; stop it when the block ends.
+    `env` adds settings of its own (PLATFORM_... variables): the test's settings fixture does not
+    reach another process."""
     assert not getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False), "tasks would run in the test process, not the worker"
     ensure_broker_folders()
     process = subprocess.Popen(
         worker_command(*extra_args),
         cwd=REPO_ROOT,
-        env=worker_env(),
+        env={**worker_env(), **(env or {})},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

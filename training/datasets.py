@@ -9,6 +9,8 @@ An interaction counts when it has feedback (its own events or its task's outcome
 and tokens were stored (not zero-retention, not purged by retention, not redacted: token ids
 spell the text), and, with `since`, it is newer than the last run or got feedback after it:
 feedback that arrives after a run used its interaction counts in a later run, never lost.
+With `until`, nothing created or received later is seen, so that the same (since, until]
+builds the same dataset again (a run's later attempts rely on it).
 """
 
 import hashlib
@@ -41,16 +43,19 @@ class Dataset:
 
 
 def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: RewardSpecValues,
-                  since: datetime | None = None, staleness: int = STALENESS_VERSIONS) -> Dataset:
+                  since: datetime | None = None, until: datetime | None = None, staleness: int = STALENESS_VERSIONS,
+                  limit: int | None = None) -> Dataset:
+    """The examples of one run; with `limit`, the most recent ones only, so that one organization's
+    backlog cannot hold a worker for hours."""
     policy = policy_get(org=org)
     if not policy.training_enabled:
         raise Conflict("Training is off in this organization's privacy policy.")
     if not policy.store_content:
         raise Conflict("This organization keeps no text (zero retention): there is nothing to train on.")
     behaviours = _behaviour_versions(incumbent, staleness)  # served name (None: base) -> is the incumbent
-    candidates = _candidates(org, behaviours, since)
-    events = _events_by_interaction(org, candidates)
-    outcomes, steps = _task_credit(org, candidates)
+    candidates = _candidates(org, behaviours, since, until)
+    events = _events_by_interaction(org, candidates, until)
+    outcomes, steps = _task_credit(org, candidates, until)
     examples, ids, skipped = [], [], Counter()
     for interaction in candidates:
         if not events[interaction.pk] and interaction.task_id not in outcomes:
@@ -71,6 +76,9 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
             reward=reward, group=_prompt_key(tokens["prompt_ids"]), behaviour_is_incumbent=behaviours[interaction.adapter],
         ))
         ids.append(str(interaction.pk))
+    if limit is not None and len(examples) > limit:
+        skipped["beyond the run's limit (older)"] += len(examples) - limit
+        examples, ids = examples[-limit:], ids[-limit:]
     examples = _share_lonely_groups(examples)
     return Dataset(examples=examples, interaction_ids=ids, sha256=_lineage_hash(ids, examples),
                    off_policy=sum(not e.behaviour_is_incumbent for e in examples), skipped=dict(skipped))
@@ -90,30 +98,39 @@ def _behaviour_versions(incumbent: AdapterVersion | None, staleness: int) -> dic
     return versions
 
 
-def _candidates(org: Organization, behaviours: dict[str | None, bool], since: datetime | None) -> list[Interaction]:
+def _candidates(org: Organization, behaviours: dict[str | None, bool], since: datetime | None,
+                until: datetime | None) -> list[Interaction]:
     served_by = Q(adapter__in=[name for name in behaviours if name is not None])
     if None in behaviours:
         served_by |= Q(adapter__isnull=True)
     interactions = Interaction.objects.for_org(org).select_related("org").filter(served_by, content__isnull=False)
+    if until is not None:
+        interactions = interactions.filter(created_at__lte=until)
     if since is not None:
-        interactions = interactions.filter(
-            Q(created_at__gt=since) | Q(feedback_events__received_at__gt=since) | Q(task__feedback_events__received_at__gt=since)
-        ).distinct()
+        received = {"received_at__gt": since} | ({"received_at__lte": until} if until is not None else {})
+        new_feedback = (Q(**{f"feedback_events__{k}": v for k, v in received.items()})
+                        | Q(**{f"task__feedback_events__{k}": v for k, v in received.items()}))
+        interactions = interactions.filter(Q(created_at__gt=since) | new_feedback).distinct()
     return list(interactions.order_by("created_at", "pk"))
 
 
-def _events_by_interaction(org: Organization, interactions: list[Interaction]) -> dict:
+def _received_until(org: Organization, until: datetime | None):
+    events = FeedbackEvent.objects.for_org(org)
+    return events if until is None else events.filter(received_at__lte=until)
+
+
+def _events_by_interaction(org: Organization, interactions: list[Interaction], until: datetime | None) -> dict:
     events = defaultdict(list)
-    rows = FeedbackEvent.objects.for_org(org).filter(interaction__in=interactions).values_list("interaction_id", "type", "value")
+    rows = _received_until(org, until).filter(interaction__in=interactions).values_list("interaction_id", "type", "value")
     for interaction_id, event_type, value in rows:
         events[interaction_id].append((event_type, value))
     return events
 
 
-def _task_credit(org: Organization, interactions: list[Interaction]) -> tuple[dict, dict]:
+def _task_credit(org: Organization, interactions: list[Interaction], until: datetime | None) -> tuple[dict, dict]:
     """Each task's outcome, and each interaction's (position, number of steps) in its task."""
     task_ids = {i.task_id for i in interactions if i.task_id is not None}
-    outcomes = dict(FeedbackEvent.objects.for_org(org).filter(task__in=task_ids, type=FeedbackEvent.Type.TASK_OUTCOME)
+    outcomes = dict(_received_until(org, until).filter(task__in=task_ids, type=FeedbackEvent.Type.TASK_OUTCOME)
                     .values_list("task_id", "value"))
     by_task = defaultdict(list)
     for task_id, interaction_id in (Interaction.objects.for_org(org).filter(task__in=outcomes)

@@ -1,4 +1,7 @@
-"""Reward specs: how an organization's feedback becomes the reward its adapter learns from."""
+"""Reward specs, training schedules and training runs: how an organization's feedback becomes
+the reward its adapter learns from, and when and how it does."""
+
+import uuid
 
 from django.db import models
 
@@ -28,3 +31,74 @@ class RewardSpec(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["org", "version"], name="one_reward_spec_per_version")]
+
+
+class TrainingSchedule(models.Model):
+    """When an organization's adapter is retrained on its own; a missing row means the defaults.
+    A run starts when both hold: `cadence_minutes` have passed since the last run started, and
+    at least `min_feedback_events` feedback events arrived since the data of the last run."""
+
+    DEFAULT_CADENCE_MINUTES = 300
+    DEFAULT_MIN_FEEDBACK_EVENTS = 100
+
+    org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="training_schedule")
+    cadence_minutes = models.PositiveIntegerField(default=DEFAULT_CADENCE_MINUTES)
+    min_feedback_events = models.PositiveIntegerField(default=DEFAULT_MIN_FEEDBACK_EVENTS)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()
+
+
+class TrainingRun(models.Model):
+    """One LoRA update of an organization's adapter, from the request to the registered candidate.
+
+    Its row is the run's single source of truth, changed only by compare-and-set (training/runs.py):
+    a duplicated or redelivered task, or a second worker, can neither start it twice nor register
+    two adapters. A worker holds a running run by its heartbeat; one whose heartbeat stops (the
+    worker was killed) is taken over by another attempt, which resumes from the checkpoint.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"  # `candidate` is the adapter version it produced
+        FAILED = "failed"  # `error` says why
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule"  # the organization's training schedule found it due
+        REQUEST = "request"  # an admin asked for it (API)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="training_runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    requested_by = models.CharField(max_length=200)
+    # What it trains from and on, fixed when first claimed so that every attempt sees the same data:
+    # interactions created and feedback received in (since, until].
+    incumbent = models.ForeignKey("serving.AdapterVersion", on_delete=models.SET_NULL, null=True, related_name="+")
+    reward_spec_version = models.PositiveIntegerField(null=True)
+    since = models.DateTimeField(null=True)
+    until = models.DateTimeField(null=True)
+    # Lineage: exactly which interactions, and a hash of their ids, rewards and tokens.
+    interaction_ids = models.JSONField(default=list)
+    dataset_sha256 = models.CharField(max_length=64, blank=True)
+    dataset = models.JSONField(null=True)  # examples, off-policy examples, interactions skipped by reason
+    candidate = models.OneToOneField("serving.AdapterVersion", on_delete=models.SET_NULL, null=True, related_name="training_run")
+    report = models.JSONField(null=True)  # the engine's TrainReport
+    error = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True)  # the running attempt's last sign of life
+    enqueued_at = models.DateTimeField(null=True)  # when its task was last sent
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org"], condition=models.Q(status__in=["queued", "running"]),
+                                    name="one_active_training_run_per_org"),
+        ]

@@ -57,9 +57,10 @@ class RewardSpecValues:
 FIELDS = ("weights", "latency_penalty_per_s", "kl_coef", "outcome_credit", "outcome_discount")
 
 
-def reward_spec_get(*, org: Organization) -> RewardSpecValues:
-    """The organization's current spec: its latest version, or the default."""
-    row = RewardSpec.objects.for_org(org).order_by("-version").first()
+def reward_spec_get(*, org: Organization, version: int | None = None) -> RewardSpecValues:
+    """The organization's current spec (its latest version, or the default), or the given version."""
+    rows = RewardSpec.objects.for_org(org)
+    row = rows.order_by("-version").first() if version is None else rows.filter(version=version).first()
     if row is None:
         return RewardSpecValues(version=0)
     return RewardSpecValues(version=row.version, **{name: getattr(row, name) for name in FIELDS},

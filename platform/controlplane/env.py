@@ -4,6 +4,7 @@ A typo in production configuration must stop the process at start-up with the va
 name in the message, not surface hours later as a strange default.
 """
 
+import json
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -51,3 +52,16 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value == "":
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_json_object(name: str, default: dict) -> dict:
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return default
+    try:
+        parsed = json.loads(value)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object, not {type(parsed).__name__}.")
+    return parsed

@@ -4,4 +4,6 @@ from serving.api import views
 
 urlpatterns = [
     path("adapters", views.AdapterListView.as_view()),
+    path("adapters/<str:name>/promote", views.AdapterPromoteView.as_view()),
+    path("adapters/<str:name>/rollback", views.AdapterRollbackView.as_view()),
 ]

@@ -1,11 +1,16 @@
-"""Serving's part of the tenant API: the organization's adapter versions."""
+"""Serving's part of the tenant API: the organization's adapter versions, and deploying them by hand."""
 
-from drf_spectacular.utils import extend_schema
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from serving import deployments, registry
 from serving.models import AdapterVersion
+from tenants.api.views import ERRORS
+from tenants.errors import Conflict
+from tenants.models import Role
 
 
 class AdapterVersionSerializer(serializers.Serializer):
@@ -23,3 +28,44 @@ class AdapterListView(APIView):
     def get(self, request):
         adapters = AdapterVersion.objects.for_org(request.auth.org).select_related("parent").order_by("-version")
         return Response(AdapterVersionSerializer(adapters, many=True).data)
+
+
+class RouteSerializer(serializers.Serializer):
+    serving = serializers.SerializerMethodField(help_text='What model="default" is served by: a version, or the base model.')
+    canary = serializers.CharField(source="canary.name", allow_null=True, default=None)
+    canary_share = serializers.FloatField()
+
+    def get_serving(self, route) -> str:
+        return route.serving.name if route.serving else settings.SERVING_BASE_MODEL_NAME
+
+
+DEPLOY_ERRORS = {
+    **ERRORS,
+    409: OpenApiResponse(description="The version was blocked by a gate, or is not the one serving (rollback)."),
+    503: OpenApiResponse(description="A vLLM replica could not load it; routing is unchanged."),
+}
+
+
+class AdapterPromoteView(APIView):
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(request=None, responses={200: RouteSerializer, **DEPLOY_ERRORS},
+                   description="Serve this version to all of the organization's traffic now: loaded on every replica "
+                               "first, then routed in one switch. Blocked versions are refused. Audited.")
+    def post(self, request, name):
+        adapter = registry.adapter_get(org=request.auth.org, name=name)
+        return Response(RouteSerializer(deployments.adapter_deploy(adapter=adapter, actor=request.auth.actor)).data)
+
+
+class AdapterRollbackView(APIView):
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(request=None, responses={200: RouteSerializer, **DEPLOY_ERRORS},
+                   description="Stop serving this version, which must be the one serving: the organization goes back "
+                               "to what it replaced (the base model at first). Audited.")
+    def post(self, request, name):
+        org = request.auth.org
+        adapter = registry.adapter_get(org=org, name=name)
+        if registry.route_of(org=org).serving_id != adapter.pk:
+            raise Conflict(f"{adapter.name} is not the version serving this organization.")
+        return Response(RouteSerializer(deployments.adapter_rollback(org=org, actor=request.auth.actor)).data)

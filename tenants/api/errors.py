@@ -11,13 +11,15 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants.api.serializers import first_error_message
-from tenants.errors import Conflict, DomainError, Forbidden, InvalidInput, NotFound
+from tenants.errors import Conflict, DomainError, Forbidden, InvalidInput, NotFound, Unavailable
 
 DOMAIN_STATUS = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
     Forbidden: status.HTTP_403_FORBIDDEN,
+    Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+    DomainError: status.HTTP_400_BAD_REQUEST,
 }
 
 
@@ -35,7 +37,7 @@ def error_body(code: str, message: str, details=None) -> dict:
 
 def exception_handler(exc, context):
     if isinstance(exc, DomainError):
-        return Response(error_body(exc.code, exc.message, exc.details), status=DOMAIN_STATUS[type(exc)])
+        return Response(error_body(exc.code, exc.message, exc.details), status=_domain_status(exc))
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = RequestTooLarge(f"The request body is larger than {limit} bytes. Split the batch.")
@@ -62,3 +64,8 @@ def not_found_view(request, exception=None):
 
 def server_error_view(request):
     return JsonResponse(error_body("server_error", "The server failed; the request was not applied."), status=500)
+
+
+def _domain_status(exc: DomainError) -> int:
+    """The status of the error's class or of the nearest base class that has one."""
+    return next(DOMAIN_STATUS[cls] for cls in type(exc).__mro__ if cls in DOMAIN_STATUS)

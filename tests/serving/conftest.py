@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from demo.base_model import bootstrap
-from demo.base_model.config import TINY
 from serving import registry, vllm_api
 from serving.gateway.database import close_connections
 from serving.models import AdapterVersion
@@ -43,9 +41,8 @@ class Vllm:
 
 
 @pytest.fixture(scope="session")
-def vllm(tmp_path_factory) -> Vllm:
-    workdir = tmp_path_factory.mktemp("vllm")
-    base = bootstrap.ensure_base_model(TINY, workdir, progress=False)
+def vllm(tmp_path_factory, tiny_base_model) -> Vllm:
+    workdir, base = tmp_path_factory.mktemp("vllm"), tiny_base_model
     options = VllmOptions(model=base, served_name=BASE_NAME, max_loras=4, max_lora_rank=8)
     with VllmProcess(options, log_path=workdir / "vllm.log") as process:
         yield Vllm(process=process, base_dir=base, workdir=workdir)

@@ -115,3 +115,19 @@ def test_a_name_left_loaded_by_a_deleted_organization_is_reloaded_with_the_new_f
     adapter = candidate(vllm, acme.org, 1)
     adapter_deploy(adapter=adapter, actor="test")
     assert vllm_api.served_roots(vllm.url)["acme@v1"] == str(registry.adapter_files(adapter))
+
+
+def test_admins_promote_and_roll_back_through_the_api(gateway, acme, vllm):
+    version = candidate(vllm, acme.org, 1)
+    promoted = acme.client.post(f"/api/v1/adapters/{version.name}/promote")
+    assert promoted.status_code == 200, promoted.content
+    assert promoted.json() == {"serving": version.name, "canary": None, "canary_share": 0.0}
+    assert served(gateway, acme) == version.name
+
+    rolled_back = acme.client.post(f"/api/v1/adapters/{version.name}/rollback")
+    assert rolled_back.status_code == 200 and rolled_back.json()["serving"] == BASE_NAME
+    assert served(gateway, acme) == BASE_NAME
+    assert acme.client.post(f"/api/v1/adapters/{version.name}/rollback").status_code == 409  # no longer serving
+    actions = AuditEvent.objects.for_org(acme.org).filter(action__startswith="adapter.").values_list("action", "actor")
+    actor = f"key:{acme.key[:12]}"  # the owner's key, by its prefix
+    assert sorted(actions) == [("adapter.deploy", actor), ("adapter.rollback", actor)]

@@ -11,12 +11,15 @@ response must not contain anything that identifies acme's data.
 """
 
 import re
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from serving.models import AdapterVersion
+from serving.models import Route as AdapterRoute
 
 from tenants.models import (
     ApiKey,
@@ -29,6 +32,7 @@ from tenants.models import (
     PrivacyPolicy,
 )
 from tests.conftest import record
+from training.models import TrainingRun
 
 PREFIX = "api/v1/"
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -114,12 +118,22 @@ def _member(acme) -> str:
     return str(response.json()["id"])
 
 
+def _adapter_name(acme) -> str:
+    return _adapter(acme, Path(tempfile.mkdtemp(prefix="isolation-"))).name
+
+
+def _training_run(acme) -> str:
+    return str(TrainingRun.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner").pk)
+
+
 # Each URL kwarg of the tenant API, and how to make one of acme's objects for it.
 OBJECT_FACTORIES = {
     "interaction_id": _interaction,
     "task_id": _task,
     "key_id": _key,
     "member_id": _member,
+    "name": _adapter_name,
+    "run_id": _training_run,
 }
 
 # A body that would be valid if the object were globex's own, so that a 400 cannot stand in for
@@ -127,6 +141,8 @@ OBJECT_FACTORIES = {
 WRITE_BODIES = {
     ("api/v1/members/<int:member_id>", "PATCH"): {"role": "admin"},
     ("api/v1/tasks/<uuid:task_id>/outcome", "POST"): {"value": 1.0, "idempotency_key": "globex-outcome"},
+    ("api/v1/adapters/<str:name>/promote", "POST"): {},
+    ("api/v1/adapters/<str:name>/rollback", "POST"): {},
 }
 
 
@@ -143,6 +159,7 @@ def _adapter(tenant, root) -> AdapterVersion:
 def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
     """One of acme's objects of each kind, with feedback and an outcome, and some of globex's own
     data so that globex's lists are not trivially empty."""
+    settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "adapters"), "isolation-base"
     ids = {name: make(acme) for name, make in OBJECT_FACTORIES.items()}
     events = [{"interaction_id": ids["interaction_id"], "type": t, "idempotency_key": k}
               for t, k in zip(("edit_accepted", "edit_persisted"), ACME_FEEDBACK_KEYS, strict=True)]
@@ -153,8 +170,7 @@ def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
     second_task = _task(acme)  # one without an outcome, the target of the outcome check
     ids["task_id"] = second_task
 
-    settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "adapters"), "isolation-base"
-    acme_adapter = _adapter(acme, tmp_path)
+    acme_adapter = AdapterVersion.objects.for_org(acme.org).get(name=ids["name"])
     _adapter(globex, tmp_path)
 
     theirs = record(globex.client)
@@ -171,6 +187,7 @@ def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
         *(str(pk) for pk in ApiKey.objects.for_org(org).values_list("pk", flat=True)),
         *ApiKey.objects.for_org(org).values_list("prefix", flat=True),
         *Membership.objects.for_org(org).values_list("user__email", flat=True),
+        *(str(pk) for pk in TrainingRun.objects.for_org(org).values_list("pk", flat=True)),
         # Integer member ids are too short to search for in text; members are found by email.
     }
     return AcmeData(ids=ids, secrets=secrets)
@@ -188,6 +205,8 @@ def acme_state(org) -> dict:
         "members": sorted(Membership.objects.for_org(org).values_list("pk", "user__email", "role")),
         "audit_events": AuditEvent.objects.for_org(org).count(),
         "adapters": sorted(AdapterVersion.objects.for_org(org).values_list("pk", "name", "status")),
+        "route": list(AdapterRoute.objects.for_org(org).values_list("serving_id", "canary_id")),
+        "training_runs": sorted(TrainingRun.objects.for_org(org).values_list("pk", "status")),
     }
 
 

@@ -13,8 +13,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from demo.base_model import bootstrap
-from demo.base_model.config import TINY
 from training.engine import CONFIG_FILE, Example, TrainConfig, completion_logprobs, group_advantages, policy_loss, train
 from training.engine import trainer
 
@@ -30,8 +28,8 @@ CONFIG = TrainConfig(learning_rate=5e-3, epochs=2, batch_size=4, checkpoint_ever
 
 
 @pytest.fixture(scope="session")
-def base_model(tmp_path_factory) -> Path:
-    return bootstrap.ensure_base_model(TINY, tmp_path_factory.mktemp("data"), progress=False)
+def base_model(tiny_base_model) -> Path:
+    return tiny_base_model
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,15 @@
-"""Training's part of the tenant API: the organization's reward spec."""
+"""Training's part of the tenant API: the organization's reward spec, training schedule and runs."""
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tenants.api.serializers import StrictSerializer
+from tenants.api.views import ERRORS, ListView, pages_ordered_by
 from tenants.models import Role
-from training import rewards
-from training.models import RewardSpec
+from training import rewards, runs
+from training.models import RewardSpec, TrainingRun
 
 
 class RewardSpecSerializer(serializers.Serializer):
@@ -45,3 +46,88 @@ class RewardSpecView(APIView):
         serializer.is_valid(raise_exception=True)
         spec = rewards.reward_spec_update(org=request.auth.org, changes=serializer.validated_data, actor=request.auth.actor)
         return Response(RewardSpecSerializer(spec).data)
+
+
+class TrainingScheduleSerializer(serializers.Serializer):
+    cadence_minutes = serializers.IntegerField(help_text="The least time between the starts of two scheduled runs.")
+    min_feedback_events = serializers.IntegerField(help_text="The least feedback events since the last run's data that make a run worth it.")
+    updated_at = serializers.DateTimeField(allow_null=True, help_text="Null while the defaults apply.")
+
+
+class TrainingScheduleUpdateSerializer(StrictSerializer):
+    cadence_minutes = serializers.IntegerField(required=False, min_value=runs.SCHEDULE_FIELDS["cadence_minutes"][0],
+                                               max_value=runs.SCHEDULE_FIELDS["cadence_minutes"][1])
+    min_feedback_events = serializers.IntegerField(required=False, min_value=runs.SCHEDULE_FIELDS["min_feedback_events"][0],
+                                                   max_value=runs.SCHEDULE_FIELDS["min_feedback_events"][1])
+
+
+class TrainingScheduleView(APIView):
+    roles = {"PUT": Role.ADMIN}
+
+    @extend_schema(responses=TrainingScheduleSerializer,
+                   description="A run starts when both hold: the cadence has passed since the last run started, and "
+                               "enough feedback arrived since the last run's data. Only while training_enabled is on.")
+    def get(self, request):
+        return Response(TrainingScheduleSerializer(runs.schedule_get(org=request.auth.org)).data)
+
+    @extend_schema(request=TrainingScheduleUpdateSerializer, responses={200: TrainingScheduleSerializer, **ERRORS})
+    def put(self, request):
+        serializer = TrainingScheduleUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        schedule = runs.schedule_update(org=request.auth.org, changes=serializer.validated_data, actor=request.auth.actor)
+        return Response(TrainingScheduleSerializer(schedule).data)
+
+
+class TrainingRunSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=TrainingRun.Status.choices)
+    trigger = serializers.ChoiceField(choices=TrainingRun.Trigger.choices)
+    requested_by = serializers.CharField()
+    incumbent = serializers.CharField(source="incumbent.name", allow_null=True, default=None,
+                                      help_text="The adapter version it trains from; null: the base model.")
+    candidate = serializers.CharField(source="candidate.name", allow_null=True, default=None,
+                                      help_text="The adapter version it produced, once succeeded.")
+    reward_spec_version = serializers.IntegerField(allow_null=True)
+    since = serializers.DateTimeField(allow_null=True, help_text="Its data: interactions and feedback after this time...")
+    until = serializers.DateTimeField(allow_null=True, help_text="... and up to this one.")
+    dataset = serializers.JSONField(allow_null=True, help_text="Examples, off-policy examples, and interactions left out by reason.")
+    dataset_sha256 = serializers.CharField(help_text="Hash of the interaction ids, rewards and tokens it trained on.")
+    report = serializers.JSONField(allow_null=True, help_text="The trainer's report: steps, tokens/s, loss, KL, seconds per stage.")
+    error = serializers.CharField(help_text="Why it failed.")
+    attempts = serializers.IntegerField(help_text="Workers that took it up; more than one after a worker died.")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class TrainingRunDetailSerializer(TrainingRunSerializer):
+    interaction_ids = serializers.ListField(child=serializers.UUIDField(), help_text="Lineage: exactly the interactions it trained on.")
+
+
+class TrainingRunCreateSerializer(StrictSerializer):
+    pass
+
+
+class TrainingRunListView(ListView):
+    pagination_class = pages_ordered_by("-created_at")
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(responses=TrainingRunSerializer(many=True))
+    def get(self, request):
+        listed = TrainingRun.objects.for_org(request.auth.org).select_related("incumbent", "candidate").defer("interaction_ids")
+        return self.paginated(listed, TrainingRunSerializer)
+
+    @extend_schema(request=TrainingRunCreateSerializer,
+                   responses={202: TrainingRunSerializer, **ERRORS,
+                              409: OpenApiResponse(description="Training is off, or a run is already active.")},
+                   description="Queue a training run now, whatever the schedule. Its candidate is registered, not served.")
+    def post(self, request):
+        TrainingRunCreateSerializer(data=request.data or {}).is_valid(raise_exception=True)
+        run = runs.run_request(org=request.auth.org, trigger=TrainingRun.Trigger.REQUEST, actor=request.auth.actor)
+        return Response(TrainingRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class TrainingRunView(APIView):
+    @extend_schema(responses={200: TrainingRunDetailSerializer, **ERRORS})
+    def get(self, request, run_id):
+        return Response(TrainingRunDetailSerializer(runs.run_get(org=request.auth.org, run_id=run_id)).data)

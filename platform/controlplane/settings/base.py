@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 from celery.schedules import crontab
 
-from controlplane.env import env_bool, env_int, env_list, env_str
+from controlplane.env import env_bool, env_int, env_json_object, env_list, env_str
 from controlplane.settings import embedded_secrets
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -168,6 +168,18 @@ GATEWAY_LIMITS = {
     "max_concurrent": env_int("PLATFORM_MAX_CONCURRENT_REQUESTS", 16, minimum=1),
 }
 
+# Training runs (training/runs.py). Each run works in TRAINING_WORK_DIR/<run id> (checkpoints,
+# the adapter before it is registered); a worker that stops beating for TRAINING_LEASE_S loses
+# its run to another attempt, which resumes from the last checkpoint.
+TRAINING_WORK_DIR = env_str("PLATFORM_TRAINING_WORK_DIR", str(DATA_DIR / "training"))
+TRAINING_DEVICE = env_str("PLATFORM_TRAINING_DEVICE", "auto")  # "auto": CUDA when present, else CPU
+TRAINING_MAX_EXAMPLES = env_int("PLATFORM_TRAINING_MAX_EXAMPLES", 2048, minimum=1)  # per run, the most recent
+TRAINING_LEASE_S = env_int("PLATFORM_TRAINING_LEASE_S", 120, minimum=2)
+TRAINING_MAX_ATTEMPTS = env_int("PLATFORM_TRAINING_MAX_ATTEMPTS", 3, minimum=1)
+TRAINING_REQUEUE_S = env_int("PLATFORM_TRAINING_REQUEUE_S", 1800, minimum=1)  # a queued run's message is resent after this
+# Engine settings other than the reward spec's (training/engine/config.py), e.g. {"lora_rank": 16}.
+TRAINING_CONFIG = env_json_object("PLATFORM_TRAINING_CONFIG", {})
+
 # The embedded broker is a folder: it needs no server and works across processes.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 _BROKER_DIR = DATA_DIR / "broker"
@@ -192,7 +204,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tenants.tasks.purge_expired_content",
         "schedule": crontab(minute=17),
     },
+    "training-tick": {  # start the runs that are due; resend those whose worker or message was lost
+        "task": "training.tasks.training_tick",
+        "schedule": 60.0,
+    },
 }
+# Training has its own queue, so that GPU workers take only training and a long run never
+# delays the housekeeping tasks of the default queue (`manage.py up`'s one worker takes both).
+CELERY_TASK_ROUTES = {"training.tasks.train_run": {"queue": "training"}}
+WORKER_QUEUES = ("celery", "training")  # what `manage.py up` and the tests' workers consume
 
 LOGGING = {
     "version": 1,

@@ -20,10 +20,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.module_loading import import_string
 
 from controlplane.celery import ensure_broker_folders
 from serving.deployments import adapters_sync
+from serving.registry import base_model_dir
 from serving.vllm_process import VllmOptions, VllmProcess, VllmStartError
 
 STOP_TIMEOUT_S = 20.0
@@ -54,7 +54,7 @@ class Command(BaseCommand):
             children.append(_Child("web server", [sys.executable, "-m", "uvicorn", "controlplane.asgi:application",
                                                   "--host", host, "--port", str(port), "--no-access-log"], env, logs / "web.log"))
             children.append(_Child("worker", [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--loglevel=INFO",
-                                              "--concurrency=1", "--without-gossip", "--without-mingle"], env, logs / "worker.log"))
+                                              "--concurrency=1", "-Q", ",".join(settings.WORKER_QUEUES), "--without-gossip", "--without-mingle"], env, logs / "worker.log"))
             children.append(_Child("scheduler", [sys.executable, "-m", "celery", "-A", "controlplane", "beat", "--loglevel=INFO"],
                                    env, logs / "beat.log"))
             url = f"http://{host}:{port}"
@@ -77,7 +77,7 @@ class Command(BaseCommand):
             self.stdout.write("stopped")
 
     def _start_vllm(self, logs: Path) -> VllmProcess:
-        model_dir = settings.SERVING_BASE_MODEL_DIR or import_string(settings.SERVING_BASE_MODEL_PROVIDER)(Path(settings.DATA_DIR))
+        model_dir = base_model_dir()
         options = VllmOptions(
             model=Path(model_dir), served_name=settings.SERVING_BASE_MODEL_NAME, max_loras=settings.SERVING_VLLM_MAX_LORAS,
             max_lora_rank=settings.SERVING_VLLM_MAX_LORA_RANK, kv_cache_gib=settings.SERVING_VLLM_KV_CACHE_GIB,

@@ -1,0 +1,221 @@
+"""Training runs on the tiny base model, in this process: the claim's compare-and-set, one
+candidate per run whatever is delivered twice or taken over, the fixed data window, the
+schedule's triggers, recovery of lost runs, and the privacy policy's say."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from serving import registry
+from serving.models import AdapterVersion
+from tenants.errors import Conflict
+from tenants.privacy import policy_update
+from tests.conftest import make_tenant
+from tests.training.test_datasets import give, served
+from training import runs
+from training.models import TrainingRun, TrainingSchedule
+
+Status = TrainingRun.Status
+PROMPT = (5, 6, 7)
+
+
+@pytest.fixture
+def training(settings, tmp_path, tiny_base_model):
+    settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
+    settings.SERVING_BASE_MODEL_NAME = "demo-base"
+    settings.SERVING_BASE_MODEL_DIR = str(tiny_base_model)
+    settings.TRAINING_WORK_DIR = str(tmp_path / "training")
+    settings.TRAINING_DEVICE = "cpu"
+    settings.TRAINING_CONFIG = {"epochs": 1, "batch_size": 4}
+    return settings
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list[str]:
+    """The runs whose task was sent to the broker (here: remembered, not sent)."""
+    sent = []
+    monkeypatch.setattr(runs, "_send", lambda run: sent.append(str(run.pk)))
+    return sent
+
+
+def trainable(tenant):
+    policy_update(org=tenant.org, changes={"training_enabled": True}, actor="test")
+    return tenant
+
+
+@pytest.fixture
+def acme(db):
+    return trainable(make_tenant("Acme"))
+
+
+@pytest.fixture
+def globex(db):
+    return trainable(make_tenant("Globex"))
+
+
+def rated(org, *feedback_per_interaction):
+    return [served(org, prompt=PROMPT, feedback=feedback) for feedback in feedback_per_interaction]
+
+
+def requested(org) -> TrainingRun:
+    return runs.run_request(org=org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
+
+
+def test_a_run_trains_on_its_organizations_feedback_and_registers_one_candidate(acme, globex, training, sent,
+                                                                                 django_capture_on_commit_callbacks):
+    own = rated(acme.org, ("edit_persisted",), ("edit_rejected", "dissatisfied_followup"))
+    rated(globex.org, ("edit_persisted",))
+    with django_capture_on_commit_callbacks(execute=True):
+        run = requested(acme.org)
+    assert sent == [str(run.pk)]
+
+    done = runs.run_execute(str(run.pk))
+
+    assert done.status == Status.SUCCEEDED and done.attempts == 1 and not done.error
+    assert done.interaction_ids == [str(i.pk) for i in own]  # lineage: never another organization's
+    assert done.dataset == {"examples": 2, "off_policy": 0, "skipped": {}}
+    candidate = done.candidate
+    assert candidate.status == AdapterVersion.Status.CANDIDATE and candidate.org == acme.org
+    assert candidate.parent is None and candidate.dataset_sha256 == done.dataset_sha256
+    assert (registry.adapter_files(candidate) / "adapter_config.json").exists()
+    assert done.report["examples"] == 2 and set(done.report["seconds"]) == {"setup", "train", "save"}
+    assert not runs.run_work_dir(done).exists()
+    assert done.since is None and done.until is not None
+
+
+def test_a_second_delivery_of_the_task_finds_nothing_to_do(acme, training, sent):
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = requested(acme.org)
+    assert runs.run_execute(str(run.pk)).status == Status.SUCCEEDED
+    assert runs.run_execute(str(run.pk)) is None
+    assert AdapterVersion.objects.for_org(acme.org).count() == 1
+
+
+def test_one_active_run_per_organization(acme, globex, training, sent):
+    first = requested(acme.org)
+    with pytest.raises(Conflict) as refused:
+        requested(acme.org)
+    assert refused.value.details == {"active_run": str(first.pk)}
+    requested(globex.org)  # others are not held up
+
+
+def test_no_run_while_training_is_off_in_the_privacy_policy(acme, training, sent):
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = requested(acme.org)
+    policy_update(org=acme.org, changes={"training_enabled": False}, actor="test")
+    assert runs.run_execute(str(run.pk)).status == Status.FAILED  # turned off after the request: nothing trains
+    with pytest.raises(Conflict, match="training_enabled"):
+        requested(acme.org)
+    assert AdapterVersion.objects.for_org(acme.org).count() == 0
+
+
+def test_a_run_with_nothing_to_train_on_fails_and_says_why(acme, training, sent):
+    served(acme.org, prompt=PROMPT, feedback=())
+    failed = runs.run_execute(str(requested(acme.org).pk))
+    assert failed.status == Status.FAILED
+    assert "Nothing to train on" in failed.error and "no feedback yet" in failed.error
+
+
+def test_a_run_held_by_a_live_attempt_is_left_alone_and_a_dead_ones_is_taken_over(acme, training, sent):
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = requested(acme.org)
+    now = timezone.now()
+    TrainingRun.objects.for_org(acme.org).filter(pk=run.pk).update(status=Status.RUNNING, attempts=1, heartbeat_at=now)
+    assert runs.run_execute(str(run.pk)) is None  # its worker is alive
+
+    lease = timedelta(seconds=training.TRAINING_LEASE_S + 1)
+    TrainingRun.objects.for_org(acme.org).filter(pk=run.pk).update(heartbeat_at=now - lease)
+    done = runs.run_execute(str(run.pk))
+    assert done.status == Status.SUCCEEDED and done.attempts == 2
+    assert AdapterVersion.objects.for_org(acme.org).count() == 1
+
+
+def test_an_attempt_that_lost_its_run_registers_nothing(acme, training, sent, tmp_path):
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = runs._claim(str(requested(acme.org).pk))
+    TrainingRun.objects.for_org(acme.org).filter(pk=run.pk).update(attempts=2)  # another worker took over
+    adapter_dir = tmp_path / "trained"
+    adapter_dir.mkdir()
+    (adapter_dir / "adapter_config.json").write_text('{"base_model_name_or_path": "demo-base"}')
+    assert runs._register(run, adapter_dir, {}) is None
+    assert AdapterVersion.objects.for_org(acme.org).count() == 0
+
+
+def test_a_run_whose_every_attempt_died_fails(acme, training, sent):
+    run = requested(acme.org)
+    stale = timezone.now() - timedelta(hours=1)
+    TrainingRun.objects.for_org(acme.org).filter(pk=run.pk).update(
+        status=Status.RUNNING, attempts=training.TRAINING_MAX_ATTEMPTS, heartbeat_at=stale)
+    assert runs.run_execute(str(run.pk)) is None
+    run.refresh_from_db()
+    assert run.status == Status.FAILED and "Gave up after" in run.error
+
+
+def test_feedback_that_arrives_after_a_runs_window_counts_in_the_next_run(acme, training, sent):
+    early, late = rated(acme.org, ("edit_persisted",), ())
+    served(acme.org, prompt=PROMPT, feedback=("edit_reverted",))
+    first = runs.run_execute(str(requested(acme.org).pk))
+    assert str(early.pk) in first.interaction_ids and str(late.pk) not in first.interaction_ids
+
+    give(acme.org, late, "edit_persisted")  # hours later
+    served(acme.org, prompt=PROMPT, feedback=("edit_rejected",))
+    second = runs.run_execute(str(requested(acme.org).pk))
+    assert second.since == first.until
+    assert str(late.pk) in second.interaction_ids and str(early.pk) not in second.interaction_ids
+
+
+def test_the_window_is_fixed_at_the_first_claim(acme, training, sent):
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = runs._claim(str(requested(acme.org).pk))
+    rated(acme.org, ("edit_persisted",))  # arrives while the first attempt trains
+    TrainingRun.objects.for_org(acme.org).filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    done = runs.run_execute(str(run.pk))
+    assert done.attempts == 2 and done.until == run.until and len(done.interaction_ids) == 2
+
+
+def test_the_schedule_waits_for_its_cadence_and_for_enough_new_feedback(acme, training, sent):
+    runs.schedule_update(org=acme.org, changes={"cadence_minutes": 60, "min_feedback_events": 3}, actor="test")
+    now = timezone.now()
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    assert not runs.run_due(org=acme.org, now=now)  # two events
+    rated(acme.org, ("edit_accepted",))
+    assert runs.run_due(org=acme.org, now=now)
+
+    first = runs.run_execute(str(runs.runs_start_due(now=now)[0].pk))
+    assert first.trigger == TrainingRun.Trigger.SCHEDULE and first.requested_by == "schedule"
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",), ("edit_accepted",))
+    assert not runs.run_due(org=acme.org, now=timezone.now())  # the cadence has not passed
+    assert runs.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
+
+
+def test_the_schedule_starts_runs_only_where_training_is_on(acme, training, sent):
+    off = make_tenant("Initech")
+    runs.schedule_update(org=off.org, changes={"min_feedback_events": 1}, actor="test")
+    runs.schedule_update(org=acme.org, changes={"min_feedback_events": 1}, actor="test")
+    rated(off.org, ("edit_persisted",))
+    rated(acme.org, ("edit_persisted",))
+    started = runs.runs_start_due()
+    assert [run.org for run in started] == [acme.org]
+    assert runs.runs_start_due() == []  # acme's run is active
+
+
+def test_schedule_updates_are_validated_and_audited(acme):
+    with pytest.raises(Exception, match="cadence_minutes must be"):
+        runs.schedule_update(org=acme.org, changes={"cadence_minutes": 0}, actor="test")
+    assert runs.schedule_get(org=acme.org).cadence_minutes == TrainingSchedule.DEFAULT_CADENCE_MINUTES
+    runs.schedule_update(org=acme.org, changes={"cadence_minutes": 5}, actor="admin@acme")
+    assert runs.schedule_get(org=acme.org).cadence_minutes == 5
+    assert acme.org.audit_events.filter(action="training_schedule.update", actor="admin@acme").exists()
+
+
+def test_lost_runs_are_sent_again(acme, globex, training, sent):
+    now = timezone.now()
+    dead, lost, waiting = requested(acme.org), requested(globex.org), requested(make_tenant("Initech", training_enabled=True).org)
+    lease = timedelta(seconds=training.TRAINING_LEASE_S)
+    TrainingRun.objects.across_orgs().filter(pk=dead.pk).update(
+        status=Status.RUNNING, attempts=1, enqueued_at=now - 3 * lease, heartbeat_at=now - 2 * lease)
+    TrainingRun.objects.across_orgs().filter(pk=lost.pk).update(enqueued_at=now - timedelta(seconds=training.TRAINING_REQUEUE_S + 1))
+    assert sorted(runs.runs_recover(now=now)) == sorted([str(dead.pk), str(lost.pk)])
+    assert str(waiting.pk) not in sent
+    assert runs.runs_recover(now=now) == []  # each was just sent again

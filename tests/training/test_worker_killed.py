@@ -1,0 +1,58 @@
+"""A real worker killed mid-run: the run is taken over by another worker, resumes from its
+checkpoint and ends with exactly one adapter version."""
+
+import json
+
+import pytest
+from django.db import connection
+
+from serving import registry
+from serving.models import AdapterVersion
+from tests.conftest import make_tenant
+from tests.training.test_runs import rated, requested, trainable
+from tests.worker import running_worker
+from training import runs
+from training.engine.checkpoint import CHECKPOINT_FILE
+from training.models import TrainingRun
+
+LEASE_S = 2
+# Long enough on the tiny model to kill mid-way: 16 examples, 2 per step, 40 epochs = 320 steps.
+SLOW_CONFIG = {"epochs": 40, "batch_size": 2, "checkpoint_every": 4}
+
+
+@pytest.mark.worker
+def test_a_worker_killed_mid_run_leaves_exactly_one_adapter_version(transactional_db, tiny_base_model, settings, tmp_path):
+    settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "adapters"), "demo-base"
+    settings.TRAINING_WORK_DIR, settings.TRAINING_LEASE_S = str(tmp_path / "training"), LEASE_S
+    env = {
+        "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
+        "PLATFORM_ADAPTERS_ROOT": settings.SERVING_ADAPTERS_ROOT, "PLATFORM_TRAINING_WORK_DIR": settings.TRAINING_WORK_DIR,
+        "PLATFORM_TRAINING_LEASE_S": str(LEASE_S), "PLATFORM_TRAINING_DEVICE": "cpu",
+        "PLATFORM_TRAINING_CONFIG": json.dumps(SLOW_CONFIG),
+    }
+    org = trainable(make_tenant("Acme")).org
+    rated(org, *[("edit_persisted",), ("edit_reverted",)] * 8)
+
+    def row() -> TrainingRun:
+        connection.close()  # a fresh snapshot: see the worker's commits (SQLite)
+        return TrainingRun.objects.for_org(org).get()
+
+    with running_worker(env=env) as worker:
+        run = requested(org)  # committed at once: the task is sent
+        checkpoint = runs.run_work_dir(run) / "checkpoint" / CHECKPOINT_FILE
+        worker.wait_until(checkpoint.exists, timeout=120, what="the first checkpoint")
+        worker.kill()
+        worker.process.wait(10)
+    assert row().status == TrainingRun.Status.RUNNING and row().attempts == 1
+    assert AdapterVersion.objects.for_org(org).count() == 0
+
+    with running_worker(env=env) as worker:
+        worker.wait_until(lambda: runs.runs_recover() != [], timeout=30, what="the dead worker's lease to expire")
+        worker.wait_until(lambda: row().status != TrainingRun.Status.RUNNING, timeout=180, what="the run to end")
+
+    done = row()
+    assert done.status == TrainingRun.Status.SUCCEEDED, done.error
+    assert done.attempts == 2
+    assert done.report["resumed_from_step"] > 0 and done.report["steps"] == 320
+    assert AdapterVersion.objects.for_org(org).count() == 1
+    assert (registry.adapter_files(done.candidate) / "adapter_model.safetensors").exists()

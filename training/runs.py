@@ -1,0 +1,320 @@
+"""Training runs: requested by an admin or by the organization's schedule, executed by a Celery
+worker, each ending in exactly one candidate adapter version or a stated failure.
+
+    run_request   QUEUED; one active run per organization (a database constraint)
+    run_execute   claim: compare-and-set QUEUED -> RUNNING, or take over a RUNNING run whose
+                  heartbeat stopped (its worker died), as attempt n + 1
+                  dataset of the run's fixed window -> engine.train, checkpointing in the run's
+                  work dir, so that a later attempt resumes where the last one stopped
+                  register the candidate and mark SUCCEEDED in one transaction, only while this
+                  attempt still holds the run: a run yields one adapter version, never two
+    runs_recover  resend the runs whose worker died or whose message was lost
+
+Every write to a claimed run names the attempt (`attempts = n`), so an attempt that lost its
+run to another does nothing more to it.
+
+Fairness: an organization has at most one active run, hence at most one training message in
+the queue, and a run trains on at most TRAINING_MAX_EXAMPLES examples: workers taking messages
+in order take organizations in turn, and no organization's backlog holds a worker for long.
+"""
+
+import json
+import logging
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, connections, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from serving.registry import adapter_files, adapter_register, base_model_dir, route_of
+from tenants.audit import audit_record
+from tenants.errors import Conflict, DomainError, InvalidInput, NotFound
+from tenants.models import FeedbackEvent, Organization, PrivacyPolicy
+from tenants.privacy import policy_get
+from training import engine
+from training.datasets import dataset_build
+from training.models import TrainingRun, TrainingSchedule
+from training.rewards import reward_spec_get
+
+log = logging.getLogger(__name__)
+
+Status = TrainingRun.Status
+TRAIN_TASK = "training.tasks.train_run"
+SCHEDULE_FIELDS = {"cadence_minutes": (1, 7 * 24 * 60), "min_feedback_events": (1, 1_000_000)}
+
+
+# Requests and triggers
+
+
+def run_request(*, org: Organization, trigger: str, actor: str) -> TrainingRun:
+    """Queue a run for the organization; refused while training is off or another run is active."""
+    _check_trainable(org)
+    try:
+        with transaction.atomic():
+            run = TrainingRun.objects.create(org=org, trigger=trigger, requested_by=actor, enqueued_at=timezone.now())
+            audit_record(org=org, actor=actor, action="training_run.request", target=str(run.pk), after={"trigger": trigger})
+            transaction.on_commit(lambda: _send(run))
+    except IntegrityError:
+        active = TrainingRun.objects.for_org(org).filter(status__in=TrainingRun.ACTIVE).first()
+        raise Conflict(f"A training run is already active for this organization: {active.pk if active else 'finishing'}.",
+                       details={"active_run": str(active.pk) if active else None}) from None
+    return run
+
+
+def _check_trainable(org: Organization) -> None:
+    policy = policy_get(org=org)
+    if not policy.training_enabled:
+        raise Conflict("Training is off in this organization's privacy policy (training_enabled).")
+    if not policy.store_content:
+        raise Conflict("This organization keeps no text (store_content is off): there is nothing to train on.")
+
+
+def _send(run: TrainingRun) -> None:
+    """Best effort: the run is committed, and if the broker cannot take its task now, runs_recover
+    sends it again later."""
+    try:
+        current_app.send_task(TRAIN_TASK, args=[str(run.pk)])
+    except Exception:
+        log.exception("Could not send training run %s to the broker; it will be sent again", run.pk)
+
+
+def schedule_get(*, org: Organization) -> TrainingSchedule:
+    """The organization's schedule; an unsaved one with the defaults when it never set one."""
+    return TrainingSchedule.objects.for_org(org).first() or TrainingSchedule(org=org)
+
+
+def schedule_update(*, org: Organization, changes: dict, actor: str) -> TrainingSchedule:
+    for name, value in changes.items():
+        if name not in SCHEDULE_FIELDS:
+            raise InvalidInput(f"Unknown training schedule field {name!r}.")
+        low, high = SCHEDULE_FIELDS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidInput(f"{name} must be a whole number between {low} and {high}.")
+    with transaction.atomic():
+        schedule = schedule_get(org=org)
+        before = {name: getattr(schedule, name) for name in SCHEDULE_FIELDS}
+        for name, value in changes.items():
+            setattr(schedule, name, value)
+        schedule.save()
+        audit_record(org=org, actor=actor, action="training_schedule.update", before=before,
+                     after={name: getattr(schedule, name) for name in SCHEDULE_FIELDS})
+    return schedule
+
+
+def run_due(*, org: Organization, now: datetime) -> bool:
+    """Whether the schedule asks for a run now: its cadence has passed since the last run
+    started (failed ones too, so that a failing organization is not retried every minute) and
+    enough feedback arrived since the data of the last successful run."""
+    schedule = schedule_get(org=org)
+    runs = TrainingRun.objects.for_org(org)
+    if runs.filter(status__in=TrainingRun.ACTIVE).exists():
+        return False
+    last = runs.order_by("-created_at").first()
+    if last is not None and now - last.created_at < timedelta(minutes=schedule.cadence_minutes):
+        return False
+    new_feedback = FeedbackEvent.objects.for_org(org)
+    if since := _last_window_end(org):
+        new_feedback = new_feedback.filter(received_at__gt=since)
+    return new_feedback[: schedule.min_feedback_events].count() >= schedule.min_feedback_events
+
+
+def runs_start_due(*, now: datetime | None = None) -> list[TrainingRun]:
+    """The scheduler's sweep over the organizations that train (a system job across tenants)."""
+    now = now or timezone.now()
+    started = []
+    trainable = PrivacyPolicy.objects.across_orgs().filter(training_enabled=True, store_content=True).select_related("org")
+    for policy in trainable:
+        if run_due(org=policy.org, now=now):
+            try:
+                started.append(run_request(org=policy.org, trigger=TrainingRun.Trigger.SCHEDULE, actor="schedule"))
+            except Conflict:  # an admin's request or a policy change won the race
+                continue
+    return started
+
+
+def runs_recover(*, now: datetime | None = None) -> list[str]:
+    """Resend the runs that would otherwise wait forever: running with a stopped heartbeat (the
+    worker died: resent at once, then every TRAINING_REQUEUE_S while no worker takes it up), or
+    queued since long after their last send (the message was lost). A resent run that someone
+    holds after all is a no-op for the attempt that gets it."""
+    now = now or timezone.now()
+    resend_due = Q(enqueued_at__lt=now - timedelta(seconds=settings.TRAINING_REQUEUE_S))
+    lost = TrainingRun.objects.across_orgs().filter(
+        Q(status=Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=settings.TRAINING_LEASE_S))
+        & (Q(enqueued_at__lt=F("heartbeat_at")) | resend_due)
+        | Q(status=Status.QUEUED) & resend_due
+    )
+    resent = []
+    for run in lost:
+        TrainingRun.objects.across_orgs().filter(pk=run.pk).update(enqueued_at=now)
+        _send(run)
+        resent.append(str(run.pk))
+    if resent:
+        log.warning("Resent %d training runs whose worker or message was lost: %s", len(resent), ", ".join(resent))
+    return resent
+
+
+# Execution
+
+
+def run_execute(run_id: str) -> TrainingRun | None:
+    """Claim the run and carry it to its end; None when it was not ours to run (done already,
+    or held by a live attempt). The Celery task's body."""
+    run = _claim(run_id)
+    if run is None:
+        return None
+    attempt = run.attempts
+    log.info("Training run %s of %s: attempt %d", run.pk, run.org.slug, attempt)
+    try:
+        with _heartbeat(run.pk, attempt):
+            adapter_dir, report = _train(run)
+            return _register(run, adapter_dir, report)
+    except DomainError as error:
+        return _fail(run, error.message)
+    except Exception as error:
+        log.exception("Training run %s failed", run.pk)
+        return _fail(run, f"{type(error).__name__}: {error}")
+
+
+def _claim(run_id: str) -> TrainingRun | None:
+    run = TrainingRun.objects.across_orgs().select_related("org", "incumbent").filter(pk=run_id).first()
+    now = timezone.now()
+    if run is None:
+        return None
+    lost_worker = run.status == Status.RUNNING and run.heartbeat_at is not None and \
+        run.heartbeat_at < now - timedelta(seconds=settings.TRAINING_LEASE_S)
+    if run.status != Status.QUEUED and not lost_worker:
+        return None
+    if run.attempts >= settings.TRAINING_MAX_ATTEMPTS:
+        _fail(run, f"Gave up after {run.attempts} attempts: each one's worker stopped before the run ended.")
+        return None
+    claimed = TrainingRun.objects.across_orgs().filter(pk=run.pk, status=run.status, attempts=run.attempts).update(
+        status=Status.RUNNING, attempts=F("attempts") + 1, heartbeat_at=now, started_at=run.started_at or now,
+    )
+    if not claimed:  # another attempt claimed it between our read and our write
+        return None
+    run.refresh_from_db()
+    if run.until is None:
+        _fix_window(run, now)
+    return run
+
+
+def _fix_window(run: TrainingRun, now: datetime) -> None:
+    """What the run trains from and on, decided once: every later attempt builds the same dataset."""
+    run.incumbent = route_of(org=run.org).serving
+    run.reward_spec_version = reward_spec_get(org=run.org).version
+    run.since, run.until = _last_window_end(run.org), now
+    _save_if_held(run, "incumbent", "reward_spec_version", "since", "until")
+
+
+def _last_window_end(org: Organization) -> datetime | None:
+    last = TrainingRun.objects.for_org(org).filter(status=Status.SUCCEEDED).order_by("-until").first()
+    return last.until if last else None
+
+
+def _train(run: TrainingRun) -> tuple[Path, dict]:
+    _check_trainable(run.org)
+    spec = reward_spec_get(org=run.org, version=run.reward_spec_version)
+    dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
+                            limit=settings.TRAINING_MAX_EXAMPLES)
+    run.interaction_ids, run.dataset_sha256 = dataset.interaction_ids, dataset.sha256
+    run.dataset = {"examples": len(dataset.examples), "off_policy": dataset.off_policy, "skipped": dataset.skipped}
+    _save_if_held(run, "interaction_ids", "dataset_sha256", "dataset")
+    if not dataset.examples:
+        raise Conflict(f"Nothing to train on: no interaction since the last run has both feedback and stored tokens "
+                       f"(left out: {dataset.skipped or 'none'}).")
+    work = run_work_dir(run)
+    adapter_dir, report_file = work / "adapter", work / "report.json"
+    if adapter_dir.exists():  # an earlier attempt finished training and died before registering
+        return adapter_dir, json.loads(report_file.read_text()) if report_file.exists() else {}
+    config = engine.TrainConfig.from_dict({**settings.TRAINING_CONFIG, "kl_coef": spec.kl_coef, "seed": run.pk.int % 2**31,
+                                           "device": settings.TRAINING_DEVICE})
+    report = engine.train(
+        base_model_dir=base_model_dir(), incumbent_adapter_dir=adapter_files(run.incumbent) if run.incumbent else None,
+        examples=dataset.examples, out_dir=adapter_dir, base_model_name=settings.SERVING_BASE_MODEL_NAME,
+        config=config, checkpoint_dir=work / "checkpoint",
+    )
+    summary = {**asdict(report), "adapter_dir": None}
+    report_file.write_text(json.dumps(summary))
+    return adapter_dir, summary
+
+
+def run_work_dir(run: TrainingRun) -> Path:
+    return Path(settings.TRAINING_WORK_DIR) / str(run.pk)
+
+
+def _register(run: TrainingRun, adapter_dir: Path, report: dict) -> TrainingRun | None:
+    """The candidate's registration and the run's success, in one transaction that first checks
+    (compare-and-set) that this attempt still holds the run."""
+    now = timezone.now()
+    with transaction.atomic():
+        if not _held(run).update(status=Status.SUCCEEDED, finished_at=now, heartbeat_at=None, report=report):
+            log.warning("Training run %s: attempt %d lost the run before registering; its adapter is dropped", run.pk, run.attempts)
+            return None
+        candidate = adapter_register(org=run.org, source_dir=adapter_dir, parent=run.incumbent, dataset_sha256=run.dataset_sha256)
+        TrainingRun.objects.for_org(run.org).filter(pk=run.pk).update(candidate=candidate)
+        audit_record(org=run.org, actor="training", action="training_run.succeeded", target=str(run.pk),
+                     after={"candidate": candidate.name, "examples": len(run.interaction_ids)})
+    shutil.rmtree(run_work_dir(run), ignore_errors=True)
+    run.refresh_from_db()
+    log.info("Training run %s of %s: candidate %s", run.pk, run.org.slug, candidate.name)
+    return run
+
+
+def _fail(run: TrainingRun, reason: str) -> TrainingRun:
+    with transaction.atomic():
+        failed = TrainingRun.objects.for_org(run.org).filter(pk=run.pk, status__in=TrainingRun.ACTIVE, attempts=run.attempts)
+        if failed.update(status=Status.FAILED, error=reason, finished_at=timezone.now(), heartbeat_at=None):
+            audit_record(org=run.org, actor="training", action="training_run.failed", target=str(run.pk), after={"error": reason})
+    shutil.rmtree(run_work_dir(run), ignore_errors=True)
+    run.refresh_from_db()
+    return run
+
+
+def _held(run: TrainingRun):
+    """The run's row while this attempt holds it: the filter of every compare-and-set."""
+    return TrainingRun.objects.for_org(run.org).filter(pk=run.pk, status=Status.RUNNING, attempts=run.attempts)
+
+
+def _save_if_held(run: TrainingRun, *fields: str) -> None:
+    if not _held(run).update(**{name: getattr(run, name) for name in fields}):
+        raise Conflict("Another attempt took over this run.")
+
+
+@contextmanager
+def _heartbeat(run_id, attempt: int) -> Iterator[None]:
+    """Beat every quarter lease from a thread of its own, while the training thread is busy in torch."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.TRAINING_LEASE_S / 4):
+                held = TrainingRun.objects.across_orgs().filter(pk=run_id, status=Status.RUNNING, attempts=attempt)
+                if not held.update(heartbeat_at=timezone.now()):
+                    log.warning("Training run %s: attempt %d no longer holds the run", run_id, attempt)
+                    return
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def run_get(*, org: Organization, run_id) -> TrainingRun:
+    run = TrainingRun.objects.for_org(org).select_related("incumbent", "candidate").filter(pk=run_id).first()
+    if run is None:
+        raise NotFound("No such training run in this organization.")
+    return run
