@@ -35,13 +35,15 @@ class RewardSpec(models.Model):
 
 class TrainingSchedule(models.Model):
     """When an organization's adapter is retrained on its own; a missing row means the defaults.
-    A run starts when both hold: `cadence_minutes` have passed since the last run started, and
-    at least `min_feedback_events` feedback events arrived since the data of the last run."""
+    While `enabled`, a run starts when both hold: `cadence_minutes` have passed since the last run
+    started, and at least `min_feedback_events` feedback events arrived since the data of the
+    last run. Disabled, runs start only when an admin asks."""
 
     DEFAULT_CADENCE_MINUTES = 300
     DEFAULT_MIN_FEEDBACK_EVENTS = 100
 
     org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="training_schedule")
+    enabled = models.BooleanField(default=True)
     cadence_minutes = models.PositiveIntegerField(default=DEFAULT_CADENCE_MINUTES)
     min_feedback_events = models.PositiveIntegerField(default=DEFAULT_MIN_FEEDBACK_EVENTS)
     updated_at = models.DateTimeField(auto_now=True)

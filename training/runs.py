@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 Status = TrainingRun.Status
 TRAIN_TASK = "training.tasks.train_run"
-SCHEDULE_FIELDS = {"cadence_minutes": (1, 7 * 24 * 60), "min_feedback_events": (1, 1_000_000)}
+SCHEDULE_LIMITS = {"cadence_minutes": (1, 7 * 24 * 60), "min_feedback_events": (1, 1_000_000)}
+SCHEDULE_FIELDS = ("enabled", *SCHEDULE_LIMITS)
 
 
 # Requests and triggers
@@ -95,7 +96,11 @@ def schedule_update(*, org: Organization, changes: dict, actor: str) -> Training
     for name, value in changes.items():
         if name not in SCHEDULE_FIELDS:
             raise InvalidInput(f"Unknown training schedule field {name!r}.")
-        low, high = SCHEDULE_FIELDS[name]
+        if name == "enabled":
+            if not isinstance(value, bool):
+                raise InvalidInput("enabled must be true or false.")
+            continue
+        low, high = SCHEDULE_LIMITS[name]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise InvalidInput(f"{name} must be a whole number between {low} and {high}.")
     with transaction.atomic():
@@ -115,7 +120,7 @@ def run_due(*, org: Organization, now: datetime) -> bool:
     enough feedback arrived since the data of the last successful run."""
     schedule = schedule_get(org=org)
     runs = TrainingRun.objects.for_org(org)
-    if runs.filter(status__in=TrainingRun.ACTIVE).exists():
+    if not schedule.enabled or runs.filter(status__in=TrainingRun.ACTIVE).exists():
         return False
     last = runs.order_by("-created_at").first()
     if last is not None and now - last.created_at < timedelta(minutes=schedule.cadence_minutes):

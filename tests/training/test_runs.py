@@ -187,6 +187,8 @@ def test_the_schedule_waits_for_its_cadence_and_for_enough_new_feedback(acme, tr
     rated(acme.org, ("edit_persisted",), ("edit_reverted",), ("edit_accepted",))
     assert not runs.run_due(org=acme.org, now=timezone.now())  # the cadence has not passed
     assert runs.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
+    runs.schedule_update(org=acme.org, changes={"enabled": False}, actor="test")
+    assert not runs.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
 
 
 def test_the_schedule_starts_runs_only_where_training_is_on(acme, training, sent):

@@ -57,10 +57,10 @@ def test_only_admins_queue_runs_and_unknown_fields_are_refused(acme):
 
 
 def test_the_schedule_is_read_by_viewers_and_changed_by_admins(acme):
-    assert acme.client.get("/api/v1/training-schedule").json() == {"cadence_minutes": 300, "min_feedback_events": 100, "updated_at": None}
+    assert acme.client.get("/api/v1/training-schedule").json() == {"enabled": True, "cadence_minutes": 300, "min_feedback_events": 100, "updated_at": None}
     changed = acme.client.put("/api/v1/training-schedule", {"cadence_minutes": 5}, format="json")
     assert changed.status_code == 200 and changed.json()["cadence_minutes"] == 5 and changed.json()["min_feedback_events"] == 100
-    for bad in ({"cadence_minutes": 0}, {"min_feedback_events": "many"}, {"every": 5}):
+    for bad in ({"cadence_minutes": 0}, {"min_feedback_events": "many"}, {"every": 5}, {"enabled": "sometimes"}):
         assert acme.client.put("/api/v1/training-schedule", bad, format="json").status_code == 400, bad
     assert acme.client_with_role(Role.VIEWER).put("/api/v1/training-schedule", {"cadence_minutes": 9}, format="json").status_code == 403
     assert acme.client.get("/api/v1/training-schedule").json()["cadence_minutes"] == 5

@@ -49,24 +49,27 @@ class RewardSpecView(APIView):
 
 
 class TrainingScheduleSerializer(serializers.Serializer):
+    enabled = serializers.BooleanField(help_text="Off: runs start only when an admin asks (POST /api/v1/training-runs).")
     cadence_minutes = serializers.IntegerField(help_text="The least time between the starts of two scheduled runs.")
     min_feedback_events = serializers.IntegerField(help_text="The least feedback events since the last run's data that make a run worth it.")
     updated_at = serializers.DateTimeField(allow_null=True, help_text="Null while the defaults apply.")
 
 
 class TrainingScheduleUpdateSerializer(StrictSerializer):
-    cadence_minutes = serializers.IntegerField(required=False, min_value=runs.SCHEDULE_FIELDS["cadence_minutes"][0],
-                                               max_value=runs.SCHEDULE_FIELDS["cadence_minutes"][1])
-    min_feedback_events = serializers.IntegerField(required=False, min_value=runs.SCHEDULE_FIELDS["min_feedback_events"][0],
-                                                   max_value=runs.SCHEDULE_FIELDS["min_feedback_events"][1])
+    enabled = serializers.BooleanField(required=False)
+    cadence_minutes = serializers.IntegerField(required=False, min_value=runs.SCHEDULE_LIMITS["cadence_minutes"][0],
+                                               max_value=runs.SCHEDULE_LIMITS["cadence_minutes"][1])
+    min_feedback_events = serializers.IntegerField(required=False, min_value=runs.SCHEDULE_LIMITS["min_feedback_events"][0],
+                                                   max_value=runs.SCHEDULE_LIMITS["min_feedback_events"][1])
 
 
 class TrainingScheduleView(APIView):
     roles = {"PUT": Role.ADMIN}
 
     @extend_schema(responses=TrainingScheduleSerializer,
-                   description="A run starts when both hold: the cadence has passed since the last run started, and "
-                               "enough feedback arrived since the last run's data. Only while training_enabled is on.")
+                   description="While enabled, a run starts when both hold: the cadence has passed since the last run "
+                               "started, and enough feedback arrived since the last run's data. Only while the privacy "
+                               "policy's training_enabled is on.")
     def get(self, request):
         return Response(TrainingScheduleSerializer(runs.schedule_get(org=request.auth.org)).data)
 

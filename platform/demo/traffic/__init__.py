@@ -26,7 +26,7 @@ table), `__main__` (the command).
 """
 
 from demo.traffic.driver import SimulatedOrg, run_traffic
-from demo.traffic.stats import OrgTraffic, format_summary
+from demo.traffic.stats import OrgTraffic, format_summary, wilson_interval
 from demo.traffic.transports import Tenant, connect
 
-__all__ = ["OrgTraffic", "SimulatedOrg", "Tenant", "connect", "format_summary", "run_traffic"]
+__all__ = ["OrgTraffic", "SimulatedOrg", "Tenant", "connect", "format_summary", "run_traffic", "wilson_interval"]

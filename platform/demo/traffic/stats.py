@@ -76,3 +76,14 @@ def format_summary(traffic: OrgTraffic) -> str:
 
 def _figure(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a rate (95 % by default): unlike the normal approximation it
+    stays within [0, 1] and is honest for rates near 0 and for small samples."""
+    if trials == 0:
+        return 0.0, 1.0
+    rate = successes / trials
+    centre = (rate + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
