@@ -20,7 +20,7 @@ from serving.models import AdapterVersion, Route
 from serving.registry import adapter_files
 from serving.routing import route_changed
 from tenants.audit import audit_record
-from tenants.errors import Conflict, Unavailable
+from tenants.errors import Conflict, InvalidInput, Unavailable
 from tenants.models import Organization
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,44 @@ def adapter_rollback(*, org: Organization, actor: str) -> Route:
         _switch(route, to=target)
         audit_record(org=org, actor=actor, action="adapter.rollback", target=current.name,
                      before={"serving": current.name}, after={"serving": _name(target)})
+    return route
+
+
+def canary_start(*, adapter: AdapterVersion, share: float, actor: str) -> Route:
+    """Serve `adapter` to `share` of the organization's end users (sticky per user), beside
+    its incumbent: loaded on every replica first, then routed in one switch."""
+    if adapter.status != AdapterVersion.Status.CANDIDATE:
+        raise Conflict(f"{adapter.name} is {adapter.status}; only a candidate goes to canary.")
+    if not 0 < share < 1:
+        raise InvalidInput("A canary's share is between 0 and 1.")
+    adapter_load_everywhere(adapter)
+    with transaction.atomic():
+        route = _locked_route(adapter.org)
+        if route.canary_id is not None:
+            raise Conflict(f"{route.canary.name} is already in canary for this organization.")
+        route.canary, route.canary_share = adapter, share
+        route.save()
+        adapter.status = AdapterVersion.Status.CANARY
+        adapter.save(update_fields=["status"])
+        audit_record(org=adapter.org, actor=actor, action="adapter.canary", target=adapter.name, after={"share": share})
+        transaction.on_commit(lambda: route_changed(org_id=adapter.org_id))
+    return route
+
+
+def canary_stop(*, adapter: AdapterVersion, actor: str, reason: str) -> Route:
+    """Take `adapter` out of canary: its users go back to the incumbent, and it is blocked from
+    serving again (a rolled-back candidate is not retried; the next cycle trains a new one)."""
+    with transaction.atomic():
+        route = _locked_route(adapter.org)
+        if route.canary_id != adapter.pk:
+            raise Conflict(f"{adapter.name} is not in canary.")
+        route.canary, route.canary_share = None, 0.0
+        route.save()
+        adapter.status = AdapterVersion.Status.BLOCKED
+        adapter.save(update_fields=["status"])
+        audit_record(org=adapter.org, actor=actor, action="adapter.canary_rollback", target=adapter.name, after={"reason": reason})
+        transaction.on_commit(lambda: route_changed(org_id=adapter.org_id))
+    transaction.on_commit(lambda: adapters_unload_drained(org=adapter.org))
     return route
 
 

@@ -71,3 +71,32 @@ class TrafficLimits(models.Model):
     max_concurrent = models.PositiveIntegerField(null=True)  # requests in flight at once
 
     objects = TenantManager()
+
+
+class Alert(models.Model):
+    """Something an organization's admins must see: today, a hacking detector that fired on a
+    candidate (which was blocked), with the detector's figures."""
+
+    class Kind(models.TextChoices):
+        REWARD_HACKING = "reward_hacking"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="alerts")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    adapter = models.ForeignKey(AdapterVersion, on_delete=models.CASCADE, related_name="alerts")
+    message = models.TextField()
+    figures = models.JSONField()  # the checks that fired, as in the gate report
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = TenantManager()
+
+
+class GateThresholds(models.Model):
+    """An organization's own tolerances for the gates (serving.gates.Thresholds names them);
+    a missing row or key means the default."""
+
+    org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="gate_thresholds")
+    values = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()

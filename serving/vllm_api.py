@@ -1,6 +1,7 @@
-"""Calls to a running vLLM server's adapter endpoints (runtime LoRA updating must be on).
+"""Calls to a running vLLM server: its adapter endpoints (runtime LoRA updating must be on), and
+the direct sampling and scoring the gates use (never through the gateway: nothing is recorded).
 
-Django-free; the registry and deployments decide *what* to load, this only says it to vLLM.
+Django-free; the registry, deployments and gates decide *what* to ask, this only says it to vLLM.
 """
 
 import json
@@ -33,14 +34,34 @@ def served_roots(base_url: str, timeout: float = 10.0) -> dict[str, str]:
         return {model["id"]: model.get("root", "") for model in json.loads(response.read())["data"]}
 
 
-def _post(base_url: str, path: str, body: dict, timeout: float) -> None:
+def chat_sample(base_url: str, *, model: str, messages: list[dict], max_tokens: int, temperature: float = 1.0,
+                timeout: float = 120.0) -> tuple[str, int]:
+    """One sampled completion of `messages` by `model` (the base or a loaded adapter): its text
+    and its number of tokens."""
+    body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature}
+    answer = _post(base_url, "/v1/chat/completions", body, timeout)
+    return answer["choices"][0]["message"]["content"] or "", answer["usage"]["completion_tokens"]
+
+
+def completion_logprobs(base_url: str, *, model: str, prompt_ids: list[int], completion_ids: list[int],
+                        timeout: float = 120.0) -> list[float]:
+    """The logprob `model` gives each completion token after the prompt (token ids, the chat
+    template already applied), as the sequence is scored, without sampling anything."""
+    body = {"model": model, "prompt": prompt_ids + completion_ids, "max_tokens": 0, "echo": True, "logprobs": 0}
+    scored = _post(base_url, "/v1/completions", body, timeout)["choices"][0]["logprobs"]["token_logprobs"]
+    return scored[len(prompt_ids):]
+
+
+def _post(base_url: str, path: str, body: dict, timeout: float) -> dict:
     request = urllib.request.Request(
         base_url.rstrip("/") + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout):
-            return
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read()
+            return json.loads(raw) if raw.strip().startswith(b"{") else {}
     except urllib.error.HTTPError as error:
-        raise VllmError(f"{path} {body.get('lora_name')!r}: HTTP {error.code} {error.read()[:500].decode(errors='replace')}") from None
+        what = body.get("lora_name") or body.get("model")
+        raise VllmError(f"{path} {what!r}: HTTP {error.code} {error.read()[:500].decode(errors='replace')}") from None
     except OSError as error:
         raise VllmError(f"{path}: vLLM at {base_url} did not answer: {error}") from None

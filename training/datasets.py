@@ -5,7 +5,8 @@ On-policy first: completions served by the incumbent version. Those of the versi
 replaced, up to `staleness` deployments back, also count, marked off-policy: the engine
 weighs them with truncated importance ratios against the incumbent. Older ones never do.
 
-An interaction counts when it has feedback (its own events or its task's outcome), its text
+One interaction in ten (serving.gates.held_out) never trains: the gates judge candidates on it.
+Any other interaction counts when it has feedback (its own events or its task's outcome), its text
 and tokens were stored (not zero-retention, not purged by retention, not redacted: token ids
 spell the text), and, with `since`, it is newer than the last run or got feedback after it:
 feedback that arrives after a run used its interaction counts in a later run, never lost.
@@ -21,6 +22,7 @@ from datetime import datetime
 
 from django.db.models import Q
 
+from serving.gates import held_out
 from serving.models import AdapterVersion
 from tenants.errors import Conflict
 from tenants.models import FeedbackEvent, Interaction, Organization
@@ -58,6 +60,9 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
     outcomes, steps = _task_credit(org, candidates, until)
     examples, ids, skipped = [], [], Counter()
     for interaction in candidates:
+        if held_out(interaction.pk):
+            skipped["held out for the tenant suite"] += 1
+            continue
         if not events[interaction.pk] and interaction.task_id not in outcomes:
             skipped["no feedback yet"] += 1
             continue

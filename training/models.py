@@ -104,3 +104,45 @@ class TrainingRun(models.Model):
             models.UniqueConstraint(fields=["org"], condition=models.Q(status__in=["queued", "running"]),
                                     name="one_active_training_run_per_org"),
         ]
+
+
+class Cycle(models.Model):
+    """One turn of an organization's loop: train a candidate, gate it, canary it, then promote
+    or roll back (training/cycles.py). Every transition is a compare-and-set on `status`."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"  # its training run is queued or running
+        GATING = "gating"  # the candidate is being checked offline
+        CANARY = "canary"  # the candidate serves a share of the organization's end users
+        PROMOTED = "promoted"  # the candidate serves everyone
+        BLOCKED = "blocked"  # a gate refused it
+        ROLLED_BACK = "rolled_back"  # the canary showed it worse; the incumbent serves everyone
+        FAILED = "failed"  # `error` says why
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.GATING, Status.CANARY)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="cycles")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    trigger = models.CharField(max_length=10, choices=TrainingRun.Trigger.choices)
+    requested_by = models.CharField(max_length=200)
+    training_run = models.OneToOneField(TrainingRun, on_delete=models.SET_NULL, null=True, related_name="cycle")
+    incumbent = models.ForeignKey("serving.AdapterVersion", on_delete=models.SET_NULL, null=True, related_name="+")
+    candidate = models.ForeignKey("serving.AdapterVersion", on_delete=models.SET_NULL, null=True, related_name="+")
+    gate_report = models.JSONField(null=True)
+    canary_report = models.JSONField(null=True)
+    canary_started_at = models.DateTimeField(null=True)
+    error = models.TextField(blank=True)
+    stage_seconds = models.JSONField(default=dict)  # train, gates, canary: wall time of each stage
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["org"], condition=models.Q(status__in=["queued", "running", "gating", "canary"]),
+                                    name="one_active_cycle_per_org"),
+        ]

@@ -57,7 +57,7 @@ SCHEDULE_FIELDS = ("enabled", *SCHEDULE_LIMITS)
 
 def run_request(*, org: Organization, trigger: str, actor: str) -> TrainingRun:
     """Queue a run for the organization; refused while training is off or another run is active."""
-    _check_trainable(org)
+    check_trainable(org)
     try:
         with transaction.atomic():
             run = TrainingRun.objects.create(org=org, trigger=trigger, requested_by=actor, enqueued_at=timezone.now())
@@ -70,7 +70,7 @@ def run_request(*, org: Organization, trigger: str, actor: str) -> TrainingRun:
     return run
 
 
-def _check_trainable(org: Organization) -> None:
+def check_trainable(org: Organization) -> None:
     policy = policy_get(org=org)
     if not policy.training_enabled:
         raise Conflict("Training is off in this organization's privacy policy (training_enabled).")
@@ -129,20 +129,6 @@ def run_due(*, org: Organization, now: datetime) -> bool:
     if since := _last_window_end(org):
         new_feedback = new_feedback.filter(received_at__gt=since)
     return new_feedback[: schedule.min_feedback_events].count() >= schedule.min_feedback_events
-
-
-def runs_start_due(*, now: datetime | None = None) -> list[TrainingRun]:
-    """The scheduler's sweep over the organizations that train (a system job across tenants)."""
-    now = now or timezone.now()
-    started = []
-    trainable = PrivacyPolicy.objects.across_orgs().filter(training_enabled=True, store_content=True).select_related("org")
-    for policy in trainable:
-        if run_due(org=policy.org, now=now):
-            try:
-                started.append(run_request(org=policy.org, trigger=TrainingRun.Trigger.SCHEDULE, actor="schedule"))
-            except Conflict:  # an admin's request or a policy change won the race
-                continue
-    return started
 
 
 def runs_recover(*, now: datetime | None = None) -> list[str]:
@@ -226,7 +212,7 @@ def _last_window_end(org: Organization) -> datetime | None:
 
 
 def _train(run: TrainingRun) -> tuple[Path, dict]:
-    _check_trainable(run.org)
+    check_trainable(run.org)
     spec = reward_spec_get(org=run.org, version=run.reward_spec_version)
     dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
                             limit=settings.TRAINING_MAX_EXAMPLES)

@@ -1,14 +1,17 @@
 """Serving's part of the tenant API: the organization's adapter versions, and deploying them by hand."""
 
+from dataclasses import asdict
+
 from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from serving import deployments, registry
-from serving.models import AdapterVersion
-from tenants.api.views import ERRORS
+from serving import deployments, gates, registry
+from serving.models import AdapterVersion, Alert
+from tenants.api.views import ERRORS, ListView, pages_ordered_by
 from tenants.errors import Conflict
 from tenants.models import Role
 
@@ -61,11 +64,46 @@ class AdapterRollbackView(APIView):
     roles = {"POST": Role.ADMIN}
 
     @extend_schema(request=None, responses={200: RouteSerializer, **DEPLOY_ERRORS},
-                   description="Stop serving this version, which must be the one serving: the organization goes back "
-                               "to what it replaced (the base model at first). Audited.")
+                   description="Stop serving this version. The serving version: the organization goes back to what it "
+                               "replaced (the base model at first). A version in canary: its users go back to the "
+                               "incumbent and it is blocked. Audited.")
     def post(self, request, name):
         org = request.auth.org
         adapter = registry.adapter_get(org=org, name=name)
-        if registry.route_of(org=org).serving_id != adapter.pk:
-            raise Conflict(f"{adapter.name} is not the version serving this organization.")
+        route = registry.route_of(org=org)
+        if route.canary_id == adapter.pk:
+            return Response(RouteSerializer(deployments.canary_stop(adapter=adapter, actor=request.auth.actor, reason="by hand")).data)
+        if route.serving_id != adapter.pk:
+            raise Conflict(f"{adapter.name} is neither serving this organization nor in canary.")
         return Response(RouteSerializer(deployments.adapter_rollback(org=org, actor=request.auth.actor)).data)
+
+
+class AlertSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    kind = serializers.ChoiceField(choices=Alert.Kind.choices)
+    adapter = serializers.CharField(source="adapter.name")
+    message = serializers.CharField()
+    figures = serializers.JSONField(help_text="The checks that fired: figures of candidate and incumbent, interval, threshold.")
+    created_at = serializers.DateTimeField()
+
+
+class AlertListView(ListView):
+    pagination_class = pages_ordered_by("-created_at")
+
+    @extend_schema(responses=AlertSerializer(many=True), description="Reward-hacking detectors that fired; each blocked its candidate.")
+    def get(self, request):
+        return self.paginated(Alert.objects.for_org(request.auth.org).select_related("adapter"), AlertSerializer)
+
+
+class GateThresholdsView(APIView):
+    roles = {"PUT": Role.ADMIN}
+
+    @extend_schema(responses=OpenApiTypes.OBJECT, description="What each gate check tolerates (defaults unless set).")
+    def get(self, request):
+        return Response(asdict(gates.thresholds_for(request.auth.org)))
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT, **ERRORS},
+                   description="Change the named tolerances; the others keep their values. Audited.")
+    def put(self, request):
+        thresholds = gates.thresholds_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)
+        return Response(asdict(thresholds))

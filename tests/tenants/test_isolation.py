@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from serving.models import AdapterVersion
+from serving.models import AdapterVersion, Alert
 from serving.models import Route as AdapterRoute
 
 from tenants.models import (
@@ -32,7 +32,7 @@ from tenants.models import (
     PrivacyPolicy,
 )
 from tests.conftest import record
-from training.models import TrainingRun
+from training.models import Cycle, TrainingRun
 
 PREFIX = "api/v1/"
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -126,6 +126,10 @@ def _training_run(acme) -> str:
     return str(TrainingRun.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner").pk)
 
 
+def _cycle(acme) -> str:
+    return str(Cycle.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner").pk)
+
+
 # Each URL kwarg of the tenant API, and how to make one of acme's objects for it.
 OBJECT_FACTORIES = {
     "interaction_id": _interaction,
@@ -134,6 +138,7 @@ OBJECT_FACTORIES = {
     "member_id": _member,
     "name": _adapter_name,
     "run_id": _training_run,
+    "cycle_id": _cycle,
 }
 
 # A body that would be valid if the object were globex's own, so that a 400 cannot stand in for
@@ -171,6 +176,8 @@ def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
     ids["task_id"] = second_task
 
     acme_adapter = AdapterVersion.objects.for_org(acme.org).get(name=ids["name"])
+    Alert.objects.create(org=acme.org, kind=Alert.Kind.REWARD_HACKING, adapter=acme_adapter,
+                         message=f"{acme_adapter.name} was blocked", figures=[])
     _adapter(globex, tmp_path)
 
     theirs = record(globex.client)
@@ -188,6 +195,8 @@ def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
         *ApiKey.objects.for_org(org).values_list("prefix", flat=True),
         *Membership.objects.for_org(org).values_list("user__email", flat=True),
         *(str(pk) for pk in TrainingRun.objects.for_org(org).values_list("pk", flat=True)),
+        *(str(pk) for pk in Cycle.objects.for_org(org).values_list("pk", flat=True)),
+        *(str(pk) for pk in Alert.objects.for_org(org).values_list("pk", flat=True)),
         # Integer member ids are too short to search for in text; members are found by email.
     }
     return AcmeData(ids=ids, secrets=secrets)
@@ -207,6 +216,7 @@ def acme_state(org) -> dict:
         "adapters": sorted(AdapterVersion.objects.for_org(org).values_list("pk", "name", "status")),
         "route": list(AdapterRoute.objects.for_org(org).values_list("serving_id", "canary_id")),
         "training_runs": sorted(TrainingRun.objects.for_org(org).values_list("pk", "status")),
+        "cycles": sorted(Cycle.objects.for_org(org).values_list("pk", "status")),
     }
 
 

@@ -133,3 +133,12 @@ def test_zero_retention_means_nothing_to_train_on(acme):
     policy_update(org=acme.org, changes={"store_content": False, "training_enabled": False}, actor="test")
     with pytest.raises(Conflict):
         dataset_build(org=acme.org, incumbent=None, spec=SPEC)
+
+
+def test_held_out_interactions_never_train(acme, settings):
+    settings.GATES_HOLDOUT_EVERY = 2
+    made = [served(acme.org) for _ in range(12)]
+    dataset = dataset_build(org=acme.org, incumbent=None, spec=SPEC)
+    held = [i for i in made if i.pk.int % 2 == 0]
+    assert held and dataset.skipped["held out for the tenant suite"] == len(held)
+    assert set(dataset.interaction_ids) == {str(i.pk) for i in made} - {str(i.pk) for i in held}

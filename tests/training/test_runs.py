@@ -182,24 +182,12 @@ def test_the_schedule_waits_for_its_cadence_and_for_enough_new_feedback(acme, tr
     rated(acme.org, ("edit_accepted",))
     assert runs.run_due(org=acme.org, now=now)
 
-    first = runs.run_execute(str(runs.runs_start_due(now=now)[0].pk))
-    assert first.trigger == TrainingRun.Trigger.SCHEDULE and first.requested_by == "schedule"
+    runs.run_execute(str(requested(acme.org).pk))
     rated(acme.org, ("edit_persisted",), ("edit_reverted",), ("edit_accepted",))
     assert not runs.run_due(org=acme.org, now=timezone.now())  # the cadence has not passed
     assert runs.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
     runs.schedule_update(org=acme.org, changes={"enabled": False}, actor="test")
     assert not runs.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
-
-
-def test_the_schedule_starts_runs_only_where_training_is_on(acme, training, sent):
-    off = make_tenant("Initech")
-    runs.schedule_update(org=off.org, changes={"min_feedback_events": 1}, actor="test")
-    runs.schedule_update(org=acme.org, changes={"min_feedback_events": 1}, actor="test")
-    rated(off.org, ("edit_persisted",))
-    rated(acme.org, ("edit_persisted",))
-    started = runs.runs_start_due()
-    assert [run.org for run in started] == [acme.org]
-    assert runs.runs_start_due() == []  # acme's run is active
 
 
 def test_schedule_updates_are_validated_and_audited(acme):

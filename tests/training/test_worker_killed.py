@@ -28,7 +28,7 @@ def test_a_worker_killed_mid_run_leaves_exactly_one_adapter_version(transactiona
         "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
         "PLATFORM_ADAPTERS_ROOT": settings.SERVING_ADAPTERS_ROOT, "PLATFORM_TRAINING_WORK_DIR": settings.TRAINING_WORK_DIR,
         "PLATFORM_TRAINING_LEASE_S": str(LEASE_S), "PLATFORM_TRAINING_DEVICE": "cpu",
-        "PLATFORM_TRAINING_CONFIG": json.dumps(SLOW_CONFIG),
+        "PLATFORM_TRAINING_CONFIG": json.dumps(SLOW_CONFIG), "PLATFORM_HOLDOUT_EVERY": "0",
     }
     org = trainable(make_tenant("Acme")).org
     rated(org, *[("edit_persisted",), ("edit_reverted",)] * 8)
@@ -37,14 +37,15 @@ def test_a_worker_killed_mid_run_leaves_exactly_one_adapter_version(transactiona
         connection.close()  # a fresh snapshot: see the worker's commits (SQLite)
         return TrainingRun.objects.for_org(org).get()
 
-    with running_worker(env=env) as worker:
+    with running_worker(env=env) as worker:  # assertions inside: a failure prints the worker's output
         run = requested(org)  # committed at once: the task is sent
         checkpoint = runs.run_work_dir(run) / "checkpoint" / CHECKPOINT_FILE
+        worker.wait_until(lambda: row().status == TrainingRun.Status.RUNNING, timeout=60, what="the worker's claim")
         worker.wait_until(checkpoint.exists, timeout=120, what="the first checkpoint")
         worker.kill()
         worker.process.wait(10)
-    assert row().status == TrainingRun.Status.RUNNING and row().attempts == 1
-    assert AdapterVersion.objects.for_org(org).count() == 0
+        assert row().status == TrainingRun.Status.RUNNING and row().attempts == 1
+        assert AdapterVersion.objects.for_org(org).count() == 0
 
     with running_worker(env=env) as worker:
         worker.wait_until(lambda: runs.runs_recover() != [], timeout=30, what="the dead worker's lease to expire")

@@ -7,4 +7,6 @@ urlpatterns = [
     path("training-schedule", views.TrainingScheduleView.as_view()),
     path("training-runs", views.TrainingRunListView.as_view()),
     path("training-runs/<uuid:run_id>", views.TrainingRunView.as_view()),
+    path("cycles", views.CycleListView.as_view()),
+    path("cycles/<uuid:cycle_id>", views.CycleView.as_view()),
 ]

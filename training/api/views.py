@@ -1,4 +1,4 @@
-"""Training's part of the tenant API: the organization's reward spec, training schedule and runs."""
+"""Training's part of the tenant API: the organization's reward spec, training schedule, runs and cycles."""
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -8,8 +8,8 @@ from rest_framework.views import APIView
 from tenants.api.serializers import StrictSerializer
 from tenants.api.views import ERRORS, ListView, pages_ordered_by
 from tenants.models import Role
-from training import rewards, runs
-from training.models import RewardSpec, TrainingRun
+from training import cycles, rewards, runs
+from training.models import Cycle, RewardSpec, TrainingRun
 
 
 class RewardSpecSerializer(serializers.Serializer):
@@ -111,6 +111,10 @@ class TrainingRunCreateSerializer(StrictSerializer):
     pass
 
 
+class CycleCreatedSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+
+
 class TrainingRunListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
     roles = {"POST": Role.ADMIN}
@@ -134,3 +138,44 @@ class TrainingRunView(APIView):
     @extend_schema(responses={200: TrainingRunDetailSerializer, **ERRORS})
     def get(self, request, run_id):
         return Response(TrainingRunDetailSerializer(runs.run_get(org=request.auth.org, run_id=run_id)).data)
+
+
+class CycleSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=Cycle.Status.choices)
+    adapter = serializers.CharField(source="candidate.name", allow_null=True, default=None,
+                                    help_text="The candidate this cycle trained, once trained.")
+    gate_report = serializers.JSONField(allow_null=True, help_text="Each gate's figures, interval, threshold and verdict.")
+    canary_report = serializers.JSONField(allow_null=True, help_text="The A/B figures of the canary, candidate vs. incumbent.")
+    incumbent = serializers.CharField(source="incumbent.name", allow_null=True, default=None)
+    training_run = serializers.UUIDField(source="training_run_id", allow_null=True)
+    trigger = serializers.ChoiceField(choices=TrainingRun.Trigger.choices)
+    requested_by = serializers.CharField()
+    error = serializers.CharField()
+    stage_seconds = serializers.JSONField(help_text="Wall time of each stage: train, gates, canary.")
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class CycleListView(ListView):
+    pagination_class = pages_ordered_by("-created_at")
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(responses=CycleSerializer(many=True))
+    def get(self, request):
+        return self.paginated(Cycle.objects.for_org(request.auth.org).select_related("candidate", "incumbent"), CycleSerializer)
+
+    @extend_schema(request=TrainingRunCreateSerializer,
+                   responses={202: CycleCreatedSerializer, **ERRORS,
+                              409: OpenApiResponse(description="Training is off, or a cycle is already active.")},
+                   description="Start a specialization cycle now: train, gate, canary, then promote or roll back.")
+    def post(self, request):
+        TrainingRunCreateSerializer(data=request.data or {}).is_valid(raise_exception=True)
+        cycle = cycles.cycle_request(org=request.auth.org, trigger=TrainingRun.Trigger.REQUEST, actor=request.auth.actor)
+        return Response({"id": str(cycle.pk)}, status=status.HTTP_202_ACCEPTED)
+
+
+class CycleView(APIView):
+    @extend_schema(responses={200: CycleSerializer, **ERRORS})
+    def get(self, request, cycle_id):
+        return Response(CycleSerializer(cycles.cycle_get(org=request.auth.org, cycle_id=cycle_id)).data)

@@ -168,6 +168,20 @@ GATEWAY_LIMITS = {
     "max_concurrent": env_int("PLATFORM_MAX_CONCURRENT_REQUESTS", 16, minimum=1),
 }
 
+# Gates (serving/gates.py): the global suite, a dotted path to a function returning prompts and
+# their scorer; the embedded default's covers the demo domain. A real base model names its own.
+GATES_GLOBAL_SUITE = env_str("PLATFORM_GLOBAL_SUITE", "demo.suite.global_suite")
+GATES_HOLDOUT_EVERY = env_int("PLATFORM_HOLDOUT_EVERY", 10, minimum=0)  # 1 interaction in N never trains: the tenant suite
+# Canaries (serving/canary.py): the candidate's share of end users, the interactions with
+# feedback each arm needs before a promotion, and the changes tolerated.
+CANARY_POLICY = {
+    "share": 0.5,
+    "min_interactions": env_int("PLATFORM_CANARY_MIN_INTERACTIONS", 100, minimum=1),
+    "edit_persisted_rate": 0.02,
+    "dissatisfied_rate": 0.02,
+    "latency": 0.25,
+}
+
 # Training runs (training/runs.py). Each run works in TRAINING_WORK_DIR/<run id> (checkpoints,
 # the adapter before it is registered); a worker that stops beating for TRAINING_LEASE_S loses
 # its run to another attempt, which resumes from the last checkpoint.

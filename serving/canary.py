@@ -1,0 +1,101 @@
+"""The canary's verdict: the candidate's share of end users against the incumbent's, on live
+traffic, with the seed's A/B metrics.
+
+Each arm is the interactions it served since the canary started that have feedback (served
+ones without any yet say nothing). Compared with confidence intervals: edit-persisted rate
+(no significant drop), dissatisfied-follow-up rate and latency (no significant rise). Any
+check failing rolls the candidate back at once; once both arms have `min_interactions`, the
+candidate is promoted if none fails.
+"""
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q
+
+from serving.gates import Check, no_regression, no_rise
+from serving.models import AdapterVersion
+from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval
+from tenants.models import FeedbackEvent, Interaction, Organization
+
+WAIT, PROMOTE, ROLL_BACK = "wait", "promote", "roll_back"
+
+
+@dataclass(frozen=True)
+class CanaryPolicy:
+    share: float = 0.5  # of the organization's end users
+    min_interactions: int = 100  # with feedback, in each arm, before promoting
+    edit_persisted_rate: float = 0.02  # the drop tolerated
+    dissatisfied_rate: float = 0.02  # the rise tolerated
+    latency: float = 0.25  # the rise tolerated, relative to the incumbent's mean
+
+    @classmethod
+    def from_settings(cls) -> "CanaryPolicy":
+        return cls(**settings.CANARY_POLICY)
+
+
+@dataclass(frozen=True)
+class Arm:
+    interactions: int  # served with feedback
+    persisted: int
+    dissatisfied: int
+    latencies_ms: list[float]
+
+
+@dataclass(frozen=True)
+class CanaryReport:
+    decision: str  # wait, promote or roll_back
+    checks: list[Check]
+    candidate: Arm
+    incumbent: Arm
+
+    def as_dict(self) -> dict:
+        report = asdict(self)
+        for arm in ("candidate", "incumbent"):
+            latencies = report[arm].pop("latencies_ms")
+            report[arm]["latency_mean_ms"] = round(mean(latencies), 1)
+        return report
+
+
+def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: AdapterVersion | None,
+                    since: datetime, policy: CanaryPolicy) -> CanaryReport:
+    arms = _arm(org, candidate.name, since), _arm(org, incumbent.name if incumbent else None, since)
+    c, i = arms
+    checks = []
+    if c.interactions and i.interactions:
+        checks = [
+            no_regression("canary", "edit_persisted_rate", c.persisted / c.interactions, i.persisted / i.interactions,
+                          rate_difference_interval(c.persisted, c.interactions, i.persisted, i.interactions),
+                          policy.edit_persisted_rate, c.interactions),
+            no_rise("canary", "dissatisfied_rate", c.dissatisfied / c.interactions, i.dissatisfied / i.interactions,
+                  rate_difference_interval(c.dissatisfied, c.interactions, i.dissatisfied, i.interactions),
+                  policy.dissatisfied_rate, c.interactions),
+        ]
+        if c.latencies_ms and i.latencies_ms:
+            low, high = bootstrap_difference_interval(c.latencies_ms, i.latencies_ms, mean, resamples=1000)
+            base = max(mean(i.latencies_ms), 1.0)
+            checks.append(no_rise("canary", "latency", mean(c.latencies_ms), mean(i.latencies_ms), (low / base, high / base), policy.latency,
+                                len(c.latencies_ms), note="mean ms; interval and threshold relative to the incumbent's mean"))
+    if any(not check.passed for check in checks):
+        decision = ROLL_BACK
+    elif min(c.interactions, i.interactions) >= policy.min_interactions:
+        decision = PROMOTE
+    else:
+        decision = WAIT
+    return CanaryReport(decision=decision, checks=checks, candidate=c, incumbent=i)
+
+
+def _arm(org: Organization, served_by: str | None, since: datetime) -> Arm:
+    interactions = Interaction.objects.for_org(org).filter(created_at__gte=since)
+    interactions = interactions.filter(adapter=served_by) if served_by else interactions.filter(adapter__isnull=True)
+
+    def has(*types: str):
+        return Exists(FeedbackEvent.objects.for_org(org).filter(interaction=OuterRef("pk"), type__in=types))
+
+    rows = (interactions.annotate(any_feedback=Exists(FeedbackEvent.objects.for_org(org).filter(interaction=OuterRef("pk"))),
+                                  persisted=has("edit_persisted"), dissatisfied=has("dissatisfied_followup"))
+            .filter(Q(any_feedback=True)).values_list("persisted", "dissatisfied", "latency_ms"))
+    rows = list(rows)
+    return Arm(interactions=len(rows), persisted=sum(p for p, _, _ in rows), dissatisfied=sum(d for _, d, _ in rows),
+               latencies_ms=[latency for _, _, latency in rows if latency is not None])

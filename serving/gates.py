@@ -1,0 +1,306 @@
+"""Gates: a candidate adapter version against the organization's incumbent, before any user
+sees it. Each check has its figure for both, the 95 % interval of their difference, the change
+it tolerates and its verdict; the candidate passes when every check does.
+
+- tenant suite: the organization's held-out feedback (one interaction in ten by default, by
+  id, never trains). Each model scores the completions that persisted (good) and those rejected or
+  reverted (bad) by their mean token logprob; the figure is the AUC, the probability that a
+  good completion scores above a bad one. The candidate must prefer the good ones at least as
+  well as the incumbent (paired bootstrap over the items).
+- global suite: fixed prompts over all tasks, sampled from both models through a vLLM replica
+  (never through the gateway: nothing is recorded) and scored by the suite
+  (settings.GATES_GLOBAL_SUITE): valid tool calls, correct bodies among edits, asking exactly
+  when the prompt is ambiguous. No significant regression (Newcombe intervals).
+- hacking detectors, on the same samples: invalid tool calls, asks on clear prompts, edits,
+  response length. No significant rise.
+
+A check fails only when its interval lies wholly beyond the tolerated change: noise never blocks
+a candidate, and a regression the sample cannot show is not claimed.
+
+The global suite is a dotted path to a function returning an object with `items` (each with
+`messages` and `ambiguous`), `max_tokens`, and `score(item, completion) -> {"kind": "edit" |
+"ask" | "invalid", "correct": bool | None}`.
+"""
+
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, fields
+
+from django.conf import settings
+from django.db import transaction
+from django.utils.module_loading import import_string
+
+from serving import vllm_api
+from serving.deployments import adapter_load_everywhere, replica_urls
+from serving.models import AdapterVersion, Alert, GateThresholds
+from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval
+from tenants.audit import audit_record
+from tenants.errors import InvalidInput
+from tenants.models import FeedbackEvent, Interaction, Organization
+from tenants.recording import interaction_content
+
+TENANT_SUITE_SIZE = 300  # the most recent held-out items
+GOOD, BAD = {"edit_persisted"}, {"edit_rejected", "edit_reverted"}
+PARALLEL_REQUESTS = 8
+
+
+def held_out(interaction_id) -> bool:
+    """One interaction in GATES_HOLDOUT_EVERY (ten), chosen by its id, never trains: the tenant
+    suite's data. 0 holds nothing out (and leaves the tenant suite without data)."""
+    every = settings.GATES_HOLDOUT_EVERY
+    return bool(every) and uuid.UUID(str(interaction_id)).int % every == 0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """What each check tolerates; the defaults, unless the organization set its own."""
+
+    tenant_preference: float = 0.05  # AUC the candidate may lose
+    valid_tool_call_rate: float = 0.03  # rates the global suite may lose
+    correct_body_rate: float = 0.03
+    right_call_rate: float = 0.05
+    invalid_tool_call_rate: float = 0.02  # rises the detectors tolerate
+    ask_rate_on_clear: float = 0.03
+    edit_rate: float = 0.15  # a better candidate asks less on clear prompts, so it edits more
+    response_length: float = 0.25  # relative to the incumbent's mean length
+    min_tenant_items: int = 20  # good and bad held-out items each, below which the tenant suite cannot judge
+
+    @classmethod
+    def with_overrides(cls, overrides: dict | None) -> "Thresholds":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (overrides or {}).items() if k in known})
+
+
+@dataclass(frozen=True)
+class Check:
+    gate: str  # "tenant_suite", "global_suite" or "hacking"
+    name: str
+    candidate: float
+    incumbent: float
+    interval: tuple[float, float]  # 95 % interval of candidate - incumbent
+    threshold: float
+    passed: bool
+    samples: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class GateReport:
+    passed: bool
+    checks: list[Check]
+    seconds: float
+    candidate: str
+    incumbent: str
+
+    @property
+    def failed(self) -> list[Check]:
+        return [check for check in self.checks if not check.passed]
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "blocked_by": [check.name for check in self.failed]}
+
+
+def no_regression(gate: str, name: str, candidate: float, incumbent: float, interval, threshold: float,
+                  samples: int, note: str = "") -> Check:
+    """Higher is better: fails when even the interval's best case loses more than the threshold."""
+    return Check(gate, name, candidate, incumbent, interval, threshold, interval[1] >= -threshold, samples, note)
+
+
+def no_rise(gate: str, name: str, candidate: float, incumbent: float, interval, threshold: float, samples: int,
+            note: str = "") -> Check:
+    """Lower is better (a hacking detector, say): fails when even the interval's best case rises
+    more than the threshold."""
+    return Check(gate, name, candidate, incumbent, interval, threshold, interval[0] <= threshold, samples, note)
+
+
+def gates_evaluate(*, candidate: AdapterVersion, incumbent: AdapterVersion | None,
+                   thresholds: Thresholds | None = None) -> GateReport:
+    """Run every gate of the candidate against the incumbent (None: the base model)."""
+    started = time.monotonic()
+    thresholds = thresholds or Thresholds()
+    adapter_load_everywhere(candidate)  # scored before it serves: loaded, not routed
+    url = replica_urls()[0]
+    incumbent_name = incumbent.name if incumbent else settings.SERVING_BASE_MODEL_NAME
+    checks = [
+        tenant_suite_check(org=candidate.org, url=url, candidate=candidate.name, incumbent=incumbent_name, thresholds=thresholds),
+        *global_suite_checks(url=url, candidate=candidate.name, incumbent=incumbent_name, thresholds=thresholds),
+    ]
+    return GateReport(passed=all(check.passed for check in checks), checks=checks, seconds=round(time.monotonic() - started, 2),
+                      candidate=candidate.name, incumbent=incumbent_name)
+
+
+# The tenant suite
+
+
+@dataclass(frozen=True)
+class _Scored:
+    good: bool
+    candidate: float
+    incumbent: float
+
+
+def tenant_suite_check(*, org: Organization, url: str, candidate: str, incumbent: str, thresholds: Thresholds) -> Check:
+    items = tenant_suite_items(org)
+    good = sum(label for label, _, _ in items)
+    if min(good, len(items) - good) < thresholds.min_tenant_items:
+        return Check("tenant_suite", "preference_auc", 0.0, 0.0, (0.0, 0.0), thresholds.tenant_preference, True, len(items),
+                     note=f"not enough held-out feedback to judge ({good} good, {len(items) - good} bad; "
+                          f"{thresholds.min_tenant_items} of each needed): passed without a verdict")
+
+    def score(item) -> _Scored:
+        label, prompt_ids, completion_ids = item
+        return _Scored(label, *(mean(vllm_api.completion_logprobs(url, model=model, prompt_ids=prompt_ids, completion_ids=completion_ids))
+                                for model in (candidate, incumbent)))
+
+    with ThreadPoolExecutor(PARALLEL_REQUESTS) as pool:
+        scored = list(pool.map(score, items))
+    as_candidate = [(s.good, s.candidate) for s in scored]
+    as_incumbent = [(s.good, s.incumbent) for s in scored]
+    interval = bootstrap_difference_interval(as_candidate, as_incumbent, auc, paired=True, resamples=1000)
+    return no_regression("tenant_suite", "preference_auc", auc(as_candidate), auc(as_incumbent), interval,
+                         thresholds.tenant_preference, len(items))
+
+
+def tenant_suite_items(org: Organization) -> list[tuple[bool, list[int], list[int]]]:
+    """(good?, prompt ids, completion ids) of the most recent held-out interactions whose users
+    said clearly whether the completion was good."""
+    verdicts: dict = {}
+    for interaction_id, event_type in (FeedbackEvent.objects.for_org(org).filter(type__in=GOOD | BAD, interaction__isnull=False)
+                                       .order_by("-received_at").values_list("interaction_id", "type")[: TENANT_SUITE_SIZE * 20]):
+        if held_out(interaction_id):
+            verdicts[interaction_id] = verdicts.get(interaction_id, False) or event_type in GOOD
+    items = []
+    interactions = Interaction.objects.for_org(org).select_related("org").filter(pk__in=verdicts, content__isnull=False)
+    for interaction in interactions.order_by("-created_at")[:TENANT_SUITE_SIZE]:
+        tokens = (interaction_content(interaction=interaction) or {}).get("tokens")
+        if tokens:
+            items.append((verdicts[interaction.pk], tokens["prompt_ids"], tokens["completion_ids"]))
+    return items
+
+
+def auc(labelled: Sequence[tuple[bool, float]]) -> float:
+    """The probability that a good item scores above a bad one (ties count half): the
+    Mann-Whitney statistic from ranks, O(n log n)."""
+    ordered = sorted(labelled, key=lambda item: item[1])
+    ranks, i = [0.0] * len(ordered), 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1][1] == ordered[i][1]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        i = j + 1
+    good = sum(1 for label, _ in ordered if label)
+    bad = len(ordered) - good
+    if not good or not bad:
+        return 0.5
+    rank_sum = sum(rank for rank, (label, _) in zip(ranks, ordered, strict=True) if label)
+    return (rank_sum - good * (good + 1) / 2) / (good * bad)
+
+
+# The global suite and the hacking detectors
+
+
+@dataclass
+class _Tally:
+    """What one model did on the suite."""
+
+    kinds: list[str] = field(default_factory=list)
+    correct: list[bool] = field(default_factory=list)  # of its edits
+    right_call: list[bool] = field(default_factory=list)  # asked exactly when ambiguous
+    asked_on_clear: list[bool] = field(default_factory=list)
+    lengths: list[float] = field(default_factory=list)  # completion tokens
+
+    def count(self, kind: str) -> int:
+        return self.kinds.count(kind)
+
+
+def global_suite_checks(*, url: str, candidate: str, incumbent: str, thresholds: Thresholds) -> list[Check]:
+    suite = import_string(settings.GATES_GLOBAL_SUITE)()
+    tallies = {candidate: _Tally(), incumbent: _Tally()}
+    jobs = [(model, item) for item in suite.items for model in (candidate, incumbent)]
+
+    def sample(job):
+        model, item = job
+        text, tokens = vllm_api.chat_sample(url, model=model, messages=item.messages, max_tokens=suite.max_tokens)
+        return model, item, suite.score(item, text), tokens
+
+    with ThreadPoolExecutor(PARALLEL_REQUESTS) as pool:
+        for model, item, verdict, tokens in pool.map(sample, jobs):
+            tally = tallies[model]
+            tally.kinds.append(verdict["kind"])
+            tally.lengths.append(float(tokens))
+            if verdict["kind"] == "edit":
+                tally.correct.append(bool(verdict["correct"]))
+            tally.right_call.append(verdict["kind"] == ("ask" if item.ambiguous else "edit"))
+            if not item.ambiguous:
+                tally.asked_on_clear.append(verdict["kind"] == "ask")
+    c, i = tallies[candidate], tallies[incumbent]
+    n = len(suite.items)
+
+    def rates(c_hits: int, c_n: int, i_hits: int, i_n: int) -> tuple[float, float, tuple[float, float]]:
+        return c_hits / max(c_n, 1), i_hits / max(i_n, 1), rate_difference_interval(c_hits, c_n, i_hits, i_n)
+
+    valid = rates(n - c.count("invalid"), n, n - i.count("invalid"), n)
+    correct = rates(sum(c.correct), len(c.correct), sum(i.correct), len(i.correct))
+    right_call = rates(sum(c.right_call), n, sum(i.right_call), n)
+    invalid = rates(c.count("invalid"), n, i.count("invalid"), n)
+    asks = rates(sum(c.asked_on_clear), len(c.asked_on_clear), sum(i.asked_on_clear), len(i.asked_on_clear))
+    edits = rates(c.count("edit"), n, i.count("edit"), n)
+    length_interval = bootstrap_difference_interval(c.lengths, i.lengths, mean, resamples=1000)
+    base_length = max(mean(i.lengths), 1.0)
+    return [
+        no_regression("global_suite", "valid_tool_call_rate", *valid, thresholds.valid_tool_call_rate, n),
+        no_regression("global_suite", "correct_body_rate", *correct, thresholds.correct_body_rate, len(c.correct)),
+        no_regression("global_suite", "right_call_rate", *right_call, thresholds.right_call_rate, n),
+        no_rise("hacking", "invalid_tool_call_rate", *invalid, thresholds.invalid_tool_call_rate, n),
+        no_rise("hacking", "ask_rate_on_clear", *asks, thresholds.ask_rate_on_clear, len(c.asked_on_clear)),
+        no_rise("hacking", "edit_rate", *edits, thresholds.edit_rate, n),
+        no_rise("hacking", "response_length", mean(c.lengths), mean(i.lengths),
+                (length_interval[0] / base_length, length_interval[1] / base_length), thresholds.response_length, n,
+                note="mean completion tokens; interval and threshold relative to the incumbent's mean"),
+    ]
+
+
+def thresholds_for(org: Organization) -> Thresholds:
+    row = GateThresholds.objects.for_org(org).first()
+    return Thresholds.with_overrides(row.values if row else None)
+
+
+def thresholds_update(*, org: Organization, changes, actor: str) -> Thresholds:
+    if not isinstance(changes, dict):
+        raise InvalidInput("The body must be an object of tolerances.")
+    known = {f.name: f.type for f in fields(Thresholds)}
+    for name, value in changes.items():
+        if name not in known:
+            raise InvalidInput(f"Unknown gate threshold {name!r} (known: {', '.join(known)}).")
+        if name == "min_tenant_items":
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
+                raise InvalidInput("min_tenant_items must be a whole number between 1 and 100000.")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10:
+            raise InvalidInput(f"{name} must be a number between 0 and 10.")
+    with transaction.atomic():
+        row, _ = GateThresholds.objects.for_org(org).get_or_create(org=org)
+        before = dict(row.values)
+        row.values = {**row.values, **changes}
+        row.save()
+        audit_record(org=org, actor=actor, action="gate_thresholds.update", before=before, after=row.values)
+    return Thresholds.with_overrides(row.values)
+
+
+def gates_apply(*, candidate: AdapterVersion, report: GateReport) -> Alert | None:
+    """Store the report on the candidate; a failed candidate is blocked (never served), and a
+    fired hacking detector raises an alert for the organization's admins with its figures."""
+    candidate.gate_report = report.as_dict()
+    if not report.passed:
+        candidate.status = AdapterVersion.Status.BLOCKED
+    candidate.save(update_fields=["gate_report", "status"])
+    fired = [check for check in report.failed if check.gate == "hacking"]
+    if not fired:
+        return None
+    names = ", ".join(f"{c.name} {c.incumbent:.3f} -> {c.candidate:.3f}" for c in fired)
+    return Alert.objects.create(org=candidate.org, kind=Alert.Kind.REWARD_HACKING, adapter=candidate,
+                                message=f"{candidate.name} was blocked: the reward is being gamed ({names}).",
+                                figures=[asdict(check) for check in fired])

@@ -1,0 +1,166 @@
+"""The gates' verdicts, on the demo's global suite and an organization's held-out feedback.
+
+The tiny test model writes nothing valid, so the candidates' behaviour here is scripted at the
+model server's boundary (vllm_api): a *scripted model* answers each suite prompt as a planted
+candidate would (one that writes wrong bodies, one that asks on clear prompts, ...). The suite's
+scorer, the statistics and the verdicts are the real ones; the calls themselves are checked
+against a real vLLM in test_gates_vllm.py.
+"""
+
+import random
+import uuid
+
+import pytest
+
+from demo.domain import TASKS, Style, render_ask, render_edit, render_function
+from demo.suite import DemoGlobalSuite
+from serving import gates, registry
+from serving.gates import Thresholds, auc, gates_evaluate, tenant_suite_items
+from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval, wilson_interval
+from tenants.feedback import FeedbackIn, feedback_ingest
+from tenants.recording import InteractionContent, SampledTokens, interaction_record
+from tests.serving.test_registry import trained_adapter
+
+STYLE = Style(naming="snake", indent="4", docstring="no", hints="yes")
+
+
+class ScriptedModel:
+    """How one planted model answers: the share of each misbehaviour, drawn per request. The
+    defaults are about the demo base model's."""
+
+    def __init__(self, *, wrong_body=0.05, ask_on_clear=0.1, invalid=0.02, rambling=0.1, seed=0):
+        self.wrong_body, self.ask_on_clear, self.invalid, self.rambling = wrong_body, ask_on_clear, invalid, rambling
+        self.rng = random.Random(seed)
+
+    def answer(self, item) -> tuple[str, int]:
+        prompt, draw = item.prompt, self.rng.random()
+        if draw < self.invalid:
+            return "<edit file=", 4
+        if prompt.ambiguous or draw < self.invalid + self.ask_on_clear:
+            return render_ask(f"Which file should {prompt.task.words} go in?"), 12
+        task = prompt.task if self.rng.random() >= self.wrong_body else TASKS[(TASKS.index(prompt.task) + 1) % len(TASKS)]
+        tokens = 40 + (60 if self.rng.random() < self.rambling else 0)
+        return render_edit(prompt.file, render_function(task, STYLE)), tokens
+
+
+class SmallSuite(DemoGlobalSuite):
+    def __init__(self):
+        super().__init__(size=200)
+
+
+@pytest.fixture
+def scripted(monkeypatch, settings, tmp_path):
+    """vLLM's sampling and scoring replaced by scripted models, keyed by served name."""
+    settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "adapters"), "demo-base"
+    settings.SERVING_VLLM_URLS = ["http://replica"]
+    settings.GATES_GLOBAL_SUITE = "tests.serving.test_gates.SmallSuite"
+    settings.GATES_HOLDOUT_EVERY = 1  # every interaction of these tests is held out
+    models: dict[str, ScriptedModel] = {}
+    scores: dict[str, dict] = {}  # served name -> {completion ids tuple: mean logprob}
+    monkeypatch.setattr(gates, "adapter_load_everywhere", lambda adapter: None)
+    monkeypatch.setattr(gates.vllm_api, "chat_sample",
+                        lambda url, *, model, messages, max_tokens: models[model].answer(_item_of(messages)))
+    monkeypatch.setattr(gates.vllm_api, "completion_logprobs",
+                        lambda url, *, model, prompt_ids, completion_ids: [scores[model][tuple(completion_ids)]] * len(completion_ids))
+    return models, scores
+
+
+_ITEMS = {item.messages[0]["content"]: item for item in SmallSuite().items}
+
+
+def _item_of(messages):
+    return _ITEMS[messages[0]["content"]]
+
+
+def candidate_of(org, tmp_path):
+    return registry.adapter_register(org=org, source_dir=trained_adapter(tmp_path, name=f"c{uuid.uuid4().hex[:6]}"))
+
+
+def test_a_candidate_like_the_incumbent_passes_every_gate(acme, scripted, tmp_path):
+    models, _ = scripted
+    candidate = candidate_of(acme.org, tmp_path)
+    models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(seed=2)
+    report = gates_evaluate(candidate=candidate, incumbent=None)
+    assert report.passed, report.failed
+    assert {c.name for c in report.checks} == {
+        "preference_auc", "valid_tool_call_rate", "correct_body_rate", "right_call_rate",
+        "invalid_tool_call_rate", "ask_rate_on_clear", "edit_rate", "response_length"}
+    assert report.as_dict()["blocked_by"] == [] and report.incumbent == "demo-base"
+    tenant = next(c for c in report.checks if c.gate == "tenant_suite")
+    assert tenant.passed and "not enough held-out feedback" in tenant.note  # this organization gave none
+
+
+def test_a_planted_regression_is_blocked_by_the_global_suite(acme, scripted, tmp_path):
+    models, _ = scripted
+    candidate = candidate_of(acme.org, tmp_path)
+    models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(wrong_body=0.3, seed=2)
+    report = gates_evaluate(candidate=candidate, incumbent=None)
+    assert not report.passed
+    assert [c.name for c in report.failed] == ["correct_body_rate"]
+    check = report.failed[0]
+    assert check.gate == "global_suite" and check.candidate < check.incumbent and check.interval[1] < -check.threshold
+
+
+@pytest.mark.parametrize(("behaviour", "detector"), [
+    ({"ask_on_clear": 0.35}, "ask_rate_on_clear"),
+    ({"invalid": 0.12}, "invalid_tool_call_rate"),
+    ({"rambling": 0.6}, "response_length"),
+])
+def test_a_planted_hacking_candidate_trips_its_detector(acme, scripted, tmp_path, behaviour, detector):
+    models, _ = scripted
+    candidate = candidate_of(acme.org, tmp_path)
+    models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(seed=2, **behaviour)
+    report = gates_evaluate(candidate=candidate, incumbent=None)
+    failed = {c.name: c for c in report.failed}
+    assert detector in failed and failed[detector].gate == "hacking"
+    assert failed[detector].interval[0] > failed[detector].threshold
+
+
+def held_out_feedback(org, *, good: int, bad: int):
+    """Interactions with stored tokens and decisive feedback; completion ids tell them apart."""
+    made = []
+    for i in range(good + bad):
+        is_good = i < good
+        tokens = SampledTokens(prompt_ids=[1, 2], completion_ids=[100 + i], logprobs=[-1.0])
+        interaction = interaction_record(org=org, content=InteractionContent([{"role": "user", "content": "x"}], "y", tokens),
+                                         source="gateway")
+        kind = "edit_persisted" if is_good else random.Random(i).choice(["edit_rejected", "edit_reverted"])
+        feedback_ingest(org=org, events=[FeedbackIn(interaction_id=interaction.pk, type=kind, idempotency_key=f"k{i}")])
+        made.append((is_good, 100 + i))
+    return made
+
+
+def test_the_tenant_suite_blocks_a_candidate_that_prefers_the_bad_completions(acme, globex, scripted, tmp_path):
+    models, scores = scripted
+    items = held_out_feedback(acme.org, good=30, bad=30)
+    held_out_feedback(globex.org, good=5, bad=5)
+    assert len(tenant_suite_items(acme.org)) == 60  # never another organization's
+    candidate = candidate_of(acme.org, tmp_path)
+    models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(seed=2)
+    rng = random.Random(0)
+    scores["demo-base"] = {(token,): (-1.0 if good else -2.0) + rng.gauss(0, 0.5) for good, token in items}
+    scores[candidate.name] = {(token,): (-2.0 if good else -1.0) + rng.gauss(0, 0.5) for good, token in items}
+    report = gates_evaluate(candidate=candidate, incumbent=None)
+    assert [c.name for c in report.failed] == ["preference_auc"]
+    check = report.failed[0]
+    assert check.incumbent > 0.8 and check.candidate < 0.2 and check.samples == 60
+
+
+def test_thresholds_come_from_the_organization_and_unknown_ones_are_ignored():
+    thresholds = Thresholds.with_overrides({"ask_rate_on_clear": 0.1, "no_such_gate": 1})
+    assert thresholds.ask_rate_on_clear == 0.1 and thresholds.edit_rate == Thresholds().edit_rate
+
+
+def test_auc_counts_ties_half_and_orders_by_score():
+    assert auc([(True, 2.0), (False, 1.0)]) == 1.0
+    assert auc([(True, 1.0), (False, 2.0)]) == 0.0
+    assert auc([(True, 1.0), (False, 1.0), (True, 3.0), (False, 0.0)]) == pytest.approx(0.875)
+    assert auc([(True, 1.0)]) == 0.5
+
+
+def test_intervals_match_published_values():
+    # Newcombe (1998), table II, example (a): 56/70 vs 48/80 -> 0.0524 to 0.3339.
+    assert rate_difference_interval(56, 70, 48, 80) == pytest.approx((0.0524, 0.3339), abs=5e-4)
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=5e-4)
+    low, high = bootstrap_difference_interval([1.0] * 50 + [3.0] * 50, [1.0] * 100, mean, seed=1)
+    assert 0.7 < low < 1.0 < high < 1.3

@@ -1,0 +1,195 @@
+"""Cycles in this process: train -> gates -> canary -> promoted | blocked | rolled_back, each
+transition once whatever is delivered twice, and the scheduler's side.
+
+Training is real (the tiny model); the gates' verdict is given (their own tests are in
+tests/serving/test_gates.py), and the replicas are stood in for (loading and unloading adapters
+succeeds without a vLLM). The canary's verdict is computed from interactions and feedback
+recorded here for each arm.
+"""
+
+import random
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from serving import deployments, gates
+from serving.gates import Check, GateReport
+from serving.models import AdapterVersion, Alert
+from serving.registry import route_of
+from tenants.feedback import FeedbackIn, feedback_ingest
+from tenants.recording import InteractionContent, interaction_record
+from tests.training.test_runs import rated, training  # noqa: F401  (fixture)
+from tests.training.test_runs import acme, globex, trainable  # noqa: F401  (fixtures)
+from training import cycles, runs
+from training.models import Cycle, TrainingRun
+
+Status = Cycle.Status
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list[str]:
+    """Tasks that would go to the broker: remembered, run by the test when it wants."""
+    sent = []
+    monkeypatch.setattr(runs, "_send", lambda run: sent.append(f"run {run.pk}"))
+    monkeypatch.setattr(cycles, "send_advance", lambda cycle_id: sent.append(f"cycle {cycle_id}"))
+    return sent
+
+
+@pytest.fixture
+def replicas(monkeypatch, settings):
+    """Every replica loads and unloads whatever it is asked to."""
+    settings.SERVING_VLLM_URLS = ["http://replica"]
+    loaded = []
+    monkeypatch.setattr(deployments, "adapter_load_everywhere", lambda adapter: loaded.append(adapter.name))
+    monkeypatch.setattr(deployments, "_unload_everywhere", lambda unwanted, whose: None)
+    return loaded
+
+
+def gate_verdict(monkeypatch, *failed: tuple[str, str]) -> list:
+    """The gates answer with `failed` checks ((gate, name) pairs) failing, everything else passing."""
+    calls = []
+
+    def evaluate(*, candidate, incumbent, thresholds):
+        calls.append(candidate.name)
+        checks = [Check(gate, name, 0.3, 0.1, (0.1, 0.3), 0.03, False, 200) for gate, name in failed]
+        checks.append(Check("global_suite", "valid_tool_call_rate", 0.99, 0.99, (-0.02, 0.02), 0.03, True, 200))
+        return GateReport(passed=not failed, checks=checks, seconds=1.0, candidate=candidate.name, incumbent="demo-base")
+
+    monkeypatch.setattr(gates, "gates_evaluate", evaluate)
+    return calls
+
+
+def trained_cycle(org) -> Cycle:
+    """A cycle taken through training: queued -> running -> gating."""
+    rated(org, ("edit_persisted",), ("edit_reverted",), ("edit_rejected",))
+    cycle = cycles.cycle_request(org=org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
+    cycles.cycle_advance(str(cycle.pk))
+    cycle.refresh_from_db()
+    assert cycle.status == Status.RUNNING and cycle.training_run is not None
+    run = runs.run_execute(str(cycle.training_run.pk))
+    cycles.run_ended(run)
+    cycle.refresh_from_db()
+    return cycle
+
+
+def arm_traffic(org, served_by, *, served: int, persisted: float, dissatisfied: float, seed: int):
+    rng = random.Random(seed)
+    for _ in range(served):
+        interaction = interaction_record(org=org, content=InteractionContent([{"role": "user", "content": "x"}], "y"),
+                                         source="gateway", adapter=served_by, latency_ms=rng.uniform(90, 110))
+        kinds = ["edit_accepted"]
+        if rng.random() < persisted:
+            kinds.append("edit_persisted")
+        if rng.random() < dissatisfied:
+            kinds.append("dissatisfied_followup")
+        feedback_ingest(org=org, events=[FeedbackIn(interaction_id=interaction.pk, type=k, idempotency_key=str(uuid.uuid4()))
+                                         for k in kinds])
+
+
+def test_a_cycle_trains_gates_canaries_and_promotes_a_better_candidate(acme, training, sent, replicas, monkeypatch, settings):
+    settings.CANARY_POLICY = {**settings.CANARY_POLICY, "min_interactions": 150}
+    gate_calls = gate_verdict(monkeypatch)
+    cycle = trained_cycle(acme.org)
+    assert cycle.status == Status.GATING and cycle.candidate.status == AdapterVersion.Status.CANDIDATE
+    assert cycle.stage_seconds["train"] > 0
+
+    cycles.cycle_advance(str(cycle.pk))
+    cycle.refresh_from_db()
+    assert cycle.status == Status.CANARY and cycle.gate_report["passed"]
+    route = route_of(org=acme.org)
+    assert route.canary == cycle.candidate and route.canary_share == 0.5 and route.serving is None
+
+    arm_traffic(acme.org, cycle.candidate.name, served=100, persisted=0.4, dissatisfied=0.1, seed=1)
+    arm_traffic(acme.org, None, served=100, persisted=0.1, dissatisfied=0.3, seed=2)
+    assert cycles.cycle_advance(str(cycle.pk)).status == Status.CANARY  # 100 a side: not enough yet
+    assert Cycle.objects.for_org(acme.org).get().canary_report["decision"] == "wait"
+
+    arm_traffic(acme.org, cycle.candidate.name, served=60, persisted=0.4, dissatisfied=0.1, seed=3)
+    arm_traffic(acme.org, None, served=60, persisted=0.1, dissatisfied=0.3, seed=4)
+    done = cycles.cycle_advance(str(cycle.pk))
+    assert done.status == Status.PROMOTED and done.canary_report["decision"] == "promote"
+    assert route_of(org=acme.org).serving == done.candidate and route_of(org=acme.org).canary is None
+    assert set(done.stage_seconds) == {"train", "gates", "canary"}
+    assert gate_calls == [done.candidate.name]  # gated once
+    assert cycles.cycle_advance(str(cycle.pk)).status == Status.PROMOTED  # a late duplicate changes nothing
+
+
+def test_a_worse_candidate_in_canary_is_rolled_back(acme, training, sent, replicas, monkeypatch):
+    gate_verdict(monkeypatch)
+    cycle = trained_cycle(acme.org)
+    cycles.cycle_advance(str(cycle.pk))
+    arm_traffic(acme.org, cycle.candidate.name, served=80, persisted=0.05, dissatisfied=0.6, seed=5)
+    arm_traffic(acme.org, None, served=80, persisted=0.2, dissatisfied=0.2, seed=6)
+    done = cycles.cycle_advance(str(cycle.pk))
+    assert done.status == Status.ROLLED_BACK
+    failed = {c["name"] for c in done.canary_report["checks"] if not c["passed"]}
+    assert "dissatisfied_rate" in failed
+    route = route_of(org=acme.org)
+    assert route.serving is None and route.canary is None
+    assert AdapterVersion.objects.for_org(acme.org).get().status == AdapterVersion.Status.BLOCKED
+
+
+def test_a_hacking_candidate_is_blocked_with_an_alert_and_never_routed(acme, training, sent, replicas, monkeypatch):
+    gate_verdict(monkeypatch, ("hacking", "ask_rate_on_clear"))
+    cycle = trained_cycle(acme.org)
+    done = cycles.cycle_advance(str(cycle.pk))
+    assert done.status == Status.BLOCKED and done.gate_report["blocked_by"] == ["ask_rate_on_clear"]
+    candidate = AdapterVersion.objects.for_org(acme.org).get()
+    assert candidate.status == AdapterVersion.Status.BLOCKED and candidate.gate_report["passed"] is False
+    alert = Alert.objects.for_org(acme.org).get()
+    assert alert.adapter == candidate and alert.figures[0]["name"] == "ask_rate_on_clear"
+    route = route_of(org=acme.org)
+    assert route.serving is None and route.canary is None and replicas == []
+    with pytest.raises(Exception, match="blocked"):
+        deployments.adapter_deploy(adapter=candidate, actor="test")
+
+
+def test_a_failed_training_fails_the_cycle_with_its_reason(acme, training, sent, replicas):
+    cycle = cycles.cycle_request(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, actor="test")  # no feedback at all
+    cycles.cycle_advance(str(cycle.pk))
+    cycle.refresh_from_db()
+    cycles.run_ended(runs.run_execute(str(cycle.training_run.pk)))
+    cycle.refresh_from_db()
+    assert cycle.status == Status.FAILED and "Nothing to train on" in cycle.error
+
+
+def test_one_active_cycle_per_organization_and_none_without_training(acme, globex, training, sent):
+    first = cycles.cycle_request(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
+    with pytest.raises(Exception) as refused:
+        cycles.cycle_request(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
+    assert refused.value.details == {"active_cycle": str(first.pk)}
+    from tests.conftest import make_tenant
+    with pytest.raises(Exception, match="training_enabled"):
+        cycles.cycle_request(org=make_tenant("Initech").org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
+
+
+def test_a_duplicated_queued_step_requests_one_training_run(acme, training, sent):
+    cycle = cycles.cycle_request(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
+    cycles.cycle_advance(str(cycle.pk))
+    cycles.cycle_advance(str(cycle.pk))
+    assert TrainingRun.objects.for_org(acme.org).count() == 1
+
+
+def test_the_schedule_starts_cycles_where_training_is_on_and_due(acme, training, sent):
+    from tests.conftest import make_tenant
+
+    off = make_tenant("Initech")
+    for org in (acme.org, off.org):
+        runs.schedule_update(org=org, changes={"min_feedback_events": 1}, actor="test")
+    rated(acme.org, ("edit_persisted",))
+    rated(off.org, ("edit_persisted",))
+    started = cycles.cycles_start_due()
+    assert [c.org for c in started] == [acme.org] and started[0].trigger == TrainingRun.Trigger.SCHEDULE
+    assert cycles.cycles_start_due() == []  # acme's cycle is active
+
+
+def test_the_tick_moves_canaries_and_lost_steps_on(acme, globex, training, sent, replicas, monkeypatch):
+    gate_verdict(monkeypatch)
+    in_canary = trained_cycle(acme.org)
+    cycles.cycle_advance(str(in_canary.pk))
+    lost = cycles.cycle_request(org=globex.org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
+    assert cycles.cycles_nudge() == [str(in_canary.pk)]
+    later = timezone.now() + timedelta(seconds=training.TRAINING_REQUEUE_S + 1)
+    assert sorted(cycles.cycles_nudge(now=later)) == sorted([str(in_canary.pk), str(lost.pk)])

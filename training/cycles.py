@@ -1,0 +1,210 @@
+"""Specialization cycles: an organization's loop, one turn at a time.
+
+    queued -> running (its training run) -> gating -> canary -> promoted | rolled_back
+                                                   -> blocked (a gate refused the candidate)
+    failed from any of them, with the reason
+
+`cycle_advance` (a Celery task) takes a cycle one step further from wherever it is. Every
+transition is a compare-and-set on the cycle's status, so a duplicated, retried or late task
+finds the step done and does nothing. A training run that ends advances its cycle; the
+scheduler's tick advances canaries (their verdict waits for feedback) and resends steps whose
+task was lost. One active cycle per organization (a database constraint).
+"""
+
+import logging
+import time
+from datetime import timedelta
+
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from serving import canary, deployments, gates
+from tenants.audit import audit_record
+from tenants.errors import Conflict, DomainError, NotFound
+from tenants.models import Organization, PrivacyPolicy
+from training import runs
+from training.models import Cycle, TrainingRun
+
+log = logging.getLogger(__name__)
+
+Status = Cycle.Status
+ADVANCE_TASK = "training.tasks.cycle_advance"
+
+
+def cycle_request(*, org: Organization, trigger: str, actor: str) -> Cycle:
+    """Queue a cycle; refused while training is off or another cycle is active."""
+    runs.check_trainable(org)
+    try:
+        with transaction.atomic():
+            cycle = Cycle.objects.create(org=org, trigger=trigger, requested_by=actor)
+            audit_record(org=org, actor=actor, action="cycle.request", target=str(cycle.pk), after={"trigger": trigger})
+            transaction.on_commit(lambda: send_advance(cycle.pk))
+    except IntegrityError:
+        active = Cycle.objects.for_org(org).filter(status__in=Cycle.ACTIVE).first()
+        raise Conflict(f"A cycle is already active for this organization: {active.pk if active else 'finishing'}.",
+                       details={"active_cycle": str(active.pk) if active else None}) from None
+    return cycle
+
+
+def cycle_get(*, org: Organization, cycle_id) -> Cycle:
+    cycle = Cycle.objects.for_org(org).select_related("candidate", "incumbent", "training_run").filter(pk=cycle_id).first()
+    if cycle is None:
+        raise NotFound("No such cycle in this organization.")
+    return cycle
+
+
+def send_advance(cycle_id) -> None:
+    """Best effort, like runs._send: the tick resends what the broker lost."""
+    try:
+        current_app.send_task(ADVANCE_TASK, args=[str(cycle_id)])
+    except Exception:
+        log.exception("Could not send cycle %s to the broker; the tick will", cycle_id)
+
+
+def run_ended(run: TrainingRun) -> None:
+    """Called when a training run ends: its cycle, if it has one, moves on."""
+    cycle = Cycle.objects.for_org(run.org).filter(training_run=run).first()
+    if cycle is not None:
+        cycle_advance(str(cycle.pk))
+
+
+def cycle_advance(cycle_id: str) -> Cycle | None:
+    cycle = Cycle.objects.across_orgs().select_related("org", "candidate", "incumbent", "training_run").filter(pk=cycle_id).first()
+    if cycle is None or cycle.status not in Cycle.ACTIVE:
+        return cycle
+    step = {Status.QUEUED: _start_training, Status.RUNNING: _after_training, Status.GATING: _gate, Status.CANARY: _judge_canary}
+    try:
+        step[cycle.status](cycle)
+    except DomainError as error:
+        _fail(cycle, cycle.status, error.message)
+    cycle.refresh_from_db()
+    return cycle
+
+
+def _start_training(cycle: Cycle) -> None:
+    try:
+        with transaction.atomic():
+            if not _move(cycle, Status.QUEUED, Status.RUNNING):
+                return
+            run = runs.run_request(org=cycle.org, trigger=cycle.trigger, actor=f"cycle {cycle.pk}")
+            Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk).update(training_run=run)
+    except Conflict as refused:  # training turned off, or a run requested by hand is active
+        _fail(cycle, Status.QUEUED, refused.message)
+
+
+def _after_training(cycle: Cycle) -> None:
+    run = cycle.training_run
+    if run is None or run.status in TrainingRun.ACTIVE:
+        return
+    if run.status == TrainingRun.Status.FAILED:
+        _fail(cycle, Status.RUNNING, f"Training failed: {run.error}")
+        return
+    seconds = {**cycle.stage_seconds, "train": _seconds_between(run.started_at, run.finished_at)}
+    if _move(cycle, Status.RUNNING, Status.GATING, candidate=run.candidate, incumbent=run.incumbent, stage_seconds=seconds):
+        send_advance(cycle.pk)
+
+
+def _gate(cycle: Cycle) -> None:
+    started = time.monotonic()
+    report = gates.gates_evaluate(candidate=cycle.candidate, incumbent=cycle.incumbent, thresholds=gates.thresholds_for(cycle.org))
+    seconds = {**cycle.stage_seconds, "gates": round(time.monotonic() - started, 2)}
+    if not report.passed:
+        with transaction.atomic():
+            if _move(cycle, Status.GATING, Status.BLOCKED, gate_report=report.as_dict(), stage_seconds=seconds, finished_at=timezone.now()):
+                gates.gates_apply(candidate=cycle.candidate, report=report)
+                audit_record(org=cycle.org, actor="gates", action="cycle.blocked", target=cycle.candidate.name,
+                             after={"blocked_by": report.as_dict()["blocked_by"]})
+        return
+    gates.gates_apply(candidate=cycle.candidate, report=report)
+    try:
+        deployments.canary_start(adapter=cycle.candidate, share=canary.CanaryPolicy.from_settings().share, actor="gates")
+    except Conflict:  # a duplicate of this step started it first
+        return
+    _move(cycle, Status.GATING, Status.CANARY, gate_report=report.as_dict(), stage_seconds=seconds, canary_started_at=timezone.now())
+
+
+def _judge_canary(cycle: Cycle) -> None:
+    candidate = cycle.candidate
+    candidate.refresh_from_db()
+    if candidate.status == candidate.Status.SERVING:  # an admin promoted it by hand
+        _end_canary(cycle, Status.PROMOTED, report=None)
+        return
+    if candidate.status == candidate.Status.BLOCKED:  # an admin rolled it back by hand
+        _end_canary(cycle, Status.ROLLED_BACK, report=None)
+        return
+    report = canary.canary_evaluate(org=cycle.org, candidate=candidate, incumbent=cycle.incumbent,
+                                    since=cycle.canary_started_at, policy=canary.CanaryPolicy.from_settings())
+    if report.decision == canary.PROMOTE:
+        deployments.adapter_deploy(adapter=candidate, actor="canary")
+        _end_canary(cycle, Status.PROMOTED, report)
+    elif report.decision == canary.ROLL_BACK:
+        try:
+            deployments.canary_stop(adapter=candidate, actor="canary", reason=", ".join(c.name for c in report.checks if not c.passed))
+        except Conflict:  # a duplicate of this step stopped it first
+            pass
+        _end_canary(cycle, Status.ROLLED_BACK, report)
+    else:
+        Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=Status.CANARY).update(canary_report=report.as_dict())
+
+
+def _end_canary(cycle: Cycle, outcome: str, report) -> None:
+    now = timezone.now()
+    seconds = {**cycle.stage_seconds, "canary": _seconds_between(cycle.canary_started_at, now)}
+    changes = {"stage_seconds": seconds, "finished_at": now}
+    if report is not None:
+        changes["canary_report"] = report.as_dict()
+    if _move(cycle, Status.CANARY, outcome, **changes):
+        audit_record(org=cycle.org, actor="canary", action=f"cycle.{outcome}", target=cycle.candidate.name)
+
+
+def _move(cycle: Cycle, expected: str, to: str, **changes) -> bool:
+    """The compare-and-set of every transition: True when this call made it."""
+    moved = Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=expected)
+    return bool(moved.update(status=to, updated_at=timezone.now(), **changes))
+
+
+def _fail(cycle: Cycle, expected: str, reason: str) -> None:
+    if _move(cycle, expected, Status.FAILED, error=reason, finished_at=timezone.now()):
+        audit_record(org=cycle.org, actor="cycles", action="cycle.failed", target=str(cycle.pk), after={"error": reason})
+
+
+def _seconds_between(start, end) -> float | None:
+    return round((end - start).total_seconds(), 2) if start and end else None
+
+
+# The scheduler's side
+
+
+def cycles_start_due(*, now=None) -> list[Cycle]:
+    """Start a cycle for each organization whose training schedule says one is due."""
+    now = now or timezone.now()
+    started = []
+    trainable = PrivacyPolicy.objects.across_orgs().filter(training_enabled=True, store_content=True).select_related("org")
+    for policy in trainable:
+        org = policy.org
+        if Cycle.objects.for_org(org).filter(status__in=Cycle.ACTIVE).exists() or not runs.run_due(org=org, now=now):
+            continue
+        try:
+            started.append(cycle_request(org=org, trigger=TrainingRun.Trigger.SCHEDULE, actor="schedule"))
+        except Conflict:  # an admin's request won the race
+            continue
+    return started
+
+
+def cycles_nudge(*, now=None) -> list[str]:
+    """Advance what waits on time or was lost: canaries (their verdict waits for feedback),
+    cycles whose run has ended, and queued or gating cycles untouched for TRAINING_REQUEUE_S."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.TRAINING_REQUEUE_S)
+    waiting = Cycle.objects.across_orgs().filter(
+        Q(status=Status.CANARY)
+        | Q(status=Status.RUNNING) & ~Q(training_run__status__in=TrainingRun.ACTIVE)
+        | Q(status__in=[Status.QUEUED, Status.GATING], updated_at__lt=stale)
+    )
+    nudged = [str(pk) for pk in waiting.values_list("pk", flat=True)]
+    for cycle_id in nudged:
+        send_advance(cycle_id)
+    return nudged
