@@ -1,17 +1,21 @@
 """The specialization loop on simulated organizations, through the public contract only.
 
 Runs `manage.py up` in a data directory of its own (vLLM with the base model, built first if
-missing; web server; worker; scheduler) and creates one organization per persona with `create_org`, opted in to training
-with its schedule off, so that the cycles below are the only ones. Then:
+missing; web server; worker; scheduler) and creates one organization per persona with
+`create_org`, opted in to training with its schedule off, so that the cycles below are the only
+ones; plus one with a naive reward spec (no penalty for invalid tool calls or for asking). Then:
 
-    round 0      each organization's users call the gateway (served by the base model) and
-                 give their feedback, late events included, hours compressed into seconds
-    cycle k      each organization's training run on what it was served since the last one
-                 (POST /api/v1/training-runs), its candidate promoted by hand
-                 (POST /api/v1/adapters/<name>/promote), then round k on the new adapter
+    round 0      each organization's users call the gateway (the base model serves) and give
+                 their feedback, late events included, hours compressed into seconds
+    cycle k      POST /api/v1/cycles for each organization: train on what it was served since
+                 the last cycle, gates, then a canary on half of its end users during round k,
+                 promoted or rolled back on the A/B figures
+    final round  everyone on what their organization serves now
+    matrix       each organization's adapter on each organization's users
 
-and prints each organization's edit-persisted rate per round, with 95 % confidence intervals.
-Each round's interactions are the next cycle's on-policy data. Stops the platform at the end.
+and prints the A/B table (base vs. final, with deltas and 95 % intervals), the matrix, the
+naive organization's detector figures and verdicts per cycle, and the cycles' stage times.
+Stops the platform at the end.
 
     python -m demo.loop [--cycles 3] [--requests 400] [--port 8000]
 """
@@ -23,16 +27,22 @@ from collections.abc import Sequence
 from demo.http import Api, ApiError
 from demo.launch import create_org, running_platform, use_fresh_data_dir
 from demo.personas import Persona
-from demo.traffic import OrgTraffic, SimulatedOrg, run_traffic, wilson_interval
+from demo.traffic import OrgTraffic, SimulatedOrg, run_traffic
+from demo.traffic.stats import format_rate, latency_difference, rate_difference
 
 PERSONAS = ("typed_snake", "camel_two_space", "tab_terse")
-RUN_TIMEOUT_S = 1800
-POLL_S = 2.0
+NAIVE = "naive"  # an organization whose admin forgot to penalize invalid tool calls and needless asks
+NAIVE_PERSONA = "easygoing"
+NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0}}
+TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
+WAIT_S = 1800
+POLL_S = 3.0
+MATRIX_REQUESTS = 150
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=3, help="training cycles (default 3)")
+    parser.add_argument("--cycles", type=int, default=3, help="specialization cycles (default 3)")
     parser.add_argument("--requests", type=int, default=400, help="gateway calls per organization per round (default 400)")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
@@ -40,19 +50,35 @@ def main() -> None:
     print(f"data directory of this run: {use_fresh_data_dir('loop')}")
     with running_platform(args.port) as url:
         orgs = [SimulatedOrg(name, Persona.load(name), create_org(name)) for name in PERSONAS]
-        for org in orgs:
-            Api(url, org.api_key).put("/api/v1/training-schedule", {"enabled": False})
-        rounds = [traffic_round(url, orgs, "base model", requests=args.requests, seed=0)]
-        for cycle in range(1, args.cycles + 1):
-            print(f"\n== cycle {cycle}: training", flush=True)
-            for org, run in zip(orgs, train_and_promote(url, orgs), strict=True):
-                print("  " + describe_run(org.name, run))
-            rounds.append(traffic_round(url, orgs, f"cycle {cycle}", requests=args.requests, seed=cycle))
-    print("\n" + format_rates([label for label, _ in rounds], {org.name: [traffic[org.name] for _, traffic in rounds] for org in orgs}))
+        orgs.append(SimulatedOrg(NAIVE, Persona.load(NAIVE_PERSONA), create_org(NAIVE)))
+        apis = {org.name: Api(url, org.api_key) for org in orgs}
+        for api in apis.values():
+            api.put("/api/v1/training-schedule", {"enabled": False})
+        apis[NAIVE].put("/api/v1/reward-spec", NAIVE_SPEC)
+
+        base = traffic_round(url, orgs, "base model", requests=args.requests, seed=0)
+        history: dict[str, list[dict]] = {org.name: [] for org in orgs}
+        for k in range(1, args.cycles + 1):
+            print(f"\n== cycle {k}: train, gates", flush=True)
+            ids = {name: api.post("/api/v1/cycles", {})["id"] for name, api in apis.items()}
+            gated = {name: wait_for(apis[name], ids[name], until=("canary", *TERMINAL)) for name in ids}
+            for name, cycle in gated.items():
+                print("  " + describe_gates(name, cycle))
+            traffic_round(url, orgs, f"cycle {k} (canaries live)", requests=args.requests, seed=k)
+            for name in ids:
+                history[name].append(wait_for(apis[name], ids[name], until=TERMINAL))
+                print("  " + describe_outcome(name, history[name][-1]))
+        final = traffic_round(url, orgs, "final", requests=args.requests, seed=args.cycles + 1)
+        serving = {org.name: apis[org.name].get("/api/v1/adapters") for org in orgs}
+        matrix = measure_matrix(url, [org for org in orgs if org.name != NAIVE], serving)
+    print("\n" + ab_table(base, final))
+    print("\n" + matrix_table(matrix))
+    print("\n" + naive_table(history[NAIVE]))
+    print("\n" + cycle_times(history))
     print(f"\n{time.monotonic() - started:.0f} s in all")
 
 
-def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, requests: int, seed: int) -> tuple[str, dict[str, OrgTraffic]]:
+def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, requests: int, seed: int) -> dict[str, OrgTraffic]:
     print(f"\n== round '{label}': {requests} calls per organization", flush=True)
     started = time.monotonic()
     traffic = run_traffic(url=url, orgs=orgs, requests=requests, concurrency=4, seed=seed, time_scale=2e-4, task_share=0.1)
@@ -61,57 +87,103 @@ def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, request
         print(f"  {org.name:<16} served by {dict(t.by_model)}  edit persisted {t.edit_persisted_rate:.3f}  "
               f"dissatisfied {t.dissatisfied_rate:.3f}  failures {sum(t.failures.values())}")
     print(f"  {time.monotonic() - started:.0f} s", flush=True)
-    return label, traffic
+    return traffic
 
 
-def train_and_promote(url: str, orgs: Sequence[SimulatedOrg]) -> list[dict]:
-    """One training run per organization, all queued at once (the workers take them in turn);
-    each successful run's candidate is promoted. Returns each organization's finished run."""
-    apis = [Api(url, org.api_key) for org in orgs]
-    run_ids = [api.post("/api/v1/training-runs", {})["id"] for api in apis]
-    finished = [wait_for_run(api, run_id) for api, run_id in zip(apis, run_ids, strict=True)]
-    for api, run in zip(apis, finished, strict=True):
-        if run["status"] == "succeeded":
-            api.post(f"/api/v1/adapters/{run['candidate']}/promote", {})
-    return finished
-
-
-def wait_for_run(api: Api, run_id: str) -> dict:
-    deadline = time.monotonic() + RUN_TIMEOUT_S
+def wait_for(api: Api, cycle_id: str, *, until: Sequence[str]) -> dict:
+    deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         try:
-            run = api.get(f"/api/v1/training-runs/{run_id}")
-        except ApiError as error:  # the web server may be busy: the run goes on regardless
-            print(f"  (reading run {run_id}: {error})")
+            cycle = api.get(f"/api/v1/cycles/{cycle_id}")
+        except ApiError as error:  # the web server may be busy: the cycle goes on regardless
+            print(f"  (reading cycle {cycle_id}: {error})")
         else:
-            if run["status"] in ("succeeded", "failed"):
-                return run
+            if cycle["status"] in until:
+                return cycle
         time.sleep(POLL_S)
-    raise SystemExit(f"Training run {run_id} did not finish within {RUN_TIMEOUT_S} s.")
+    raise SystemExit(f"Cycle {cycle_id} did not reach {'/'.join(until)} within {WAIT_S} s.")
 
 
-def describe_run(org: str, run: dict) -> str:
-    if run["status"] != "succeeded":
-        return f"{org:<16} run failed: {run['error']}"
-    report, dataset = run["report"] or {}, run["dataset"] or {}
-    seconds = report.get("seconds", {})
-    return (f"{org:<16} {run['incumbent'] or 'base'} -> {run['candidate']}: {dataset.get('examples')} examples "
-            f"({dataset.get('off_policy')} off-policy), {report.get('steps')} steps, "
-            f"train {seconds.get('train', 0):.1f} s at {report.get('tokens_per_second', 0):.0f} tokens/s, "
-            f"KL {report.get('mean_kl', 0):.4f}")
+def describe_gates(org: str, cycle: dict) -> str:
+    if cycle["status"] == "failed":
+        return f"{org:<16} failed: {cycle['error']}"
+    report = cycle["gate_report"] or {}
+    verdict = "passed" if report.get("passed") else f"BLOCKED by {', '.join(report.get('blocked_by', []))}"
+    return f"{org:<16} {cycle['adapter']}: gates {verdict} ({report.get('seconds', 0):.0f} s) -> {cycle['status']}"
 
 
-def format_rates(labels: Sequence[str], rounds_by_org: dict[str, Sequence[OrgTraffic]]) -> str:
-    """Each organization's edit-persisted rate per round, with its 95 % Wilson interval."""
-    def cell(traffic: OrgTraffic) -> str:
-        persisted = traffic.events.get("edit_persisted", 0)
-        low, high = wilson_interval(persisted, traffic.served)
-        return f"{traffic.edit_persisted_rate:.3f} [{low:.3f}, {high:.3f}]"
+def describe_outcome(org: str, cycle: dict) -> str:
+    canary = cycle.get("canary_report") or {}
+    arms = ""
+    if canary:
+        c, i = canary["candidate"], canary["incumbent"]
+        arms = (f"  canary {c['persisted']}/{c['interactions']} persisted vs. incumbent "
+                f"{i['persisted']}/{i['interactions']}")
+    return f"{org:<16} {cycle['adapter'] or '-'}: {cycle['status']}{arms}"
 
-    rows = [["organization", *labels]] + [[org, *(cell(t) for t in rounds)] for org, rounds in rounds_by_org.items()]
+
+def measure_matrix(url: str, orgs: Sequence[SimulatedOrg], serving: dict[str, list]) -> dict[tuple[str, str], OrgTraffic]:
+    """Each organization's serving adapter asked by its own key, judged by each organization's users."""
+    print(f"\n== matrix: each adapter on each organization's users, {MATRIX_REQUESTS} calls each", flush=True)
+    runs = []
+    for owner in orgs:
+        adapter = next((a["name"] for a in serving[owner.name] if a["status"] == "serving"), "default")
+        runs += [SimulatedOrg(f"{owner.name}>{users.name}", users.persona, owner.api_key, model=adapter) for users in orgs]
+    traffic = run_traffic(url=url, orgs=runs, requests=MATRIX_REQUESTS, concurrency=2, seed=99, time_scale=2e-4, task_share=0.0)
+    return {tuple(name.split(">")): result for name, result in traffic.items()}
+
+
+def ab_table(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> str:
+    rows = [("organization", "metric", "base", "final", "delta [95 % interval]")]
+    for org in base:
+        b, f = base[org], final[org]
+        for metric, event in (("edit persisted", "edit_persisted"), ("dissatisfied follow-up", "dissatisfied_followup")):
+            low, high = rate_difference(f.events.get(event, 0), f.served, b.events.get(event, 0), b.served)
+            rows.append((org, metric, format_rate(b.events.get(event, 0), b.served), format_rate(f.events.get(event, 0), f.served),
+                         f"{f.per_served(event) - b.per_served(event):+.3f} [{low:+.3f}, {high:+.3f}]"))
+        delta, (low, high) = latency_difference(f.latencies_ms, b.latencies_ms)
+        rows.append((org, "latency mean (ms)", f"{_mean(b.latencies_ms):.0f}", f"{_mean(f.latencies_ms):.0f}",
+                     f"{delta:+.0f} [{low:+.0f}, {high:+.0f}]"))
+    return "A/B: base model vs. after the last cycle, on each organization's own users\n" + _table(rows)
+
+
+def matrix_table(matrix: dict[tuple[str, str], OrgTraffic]) -> str:
+    owners = sorted({owner for owner, _ in matrix})
+    users = sorted({user for _, user in matrix})
+    rows = [("adapter \\ users", *users)]
+    for owner in owners:
+        rows.append((owner, *(format_rate(matrix[owner, u].events.get("edit_persisted", 0), matrix[owner, u].served) for u in users)))
+    return "edit-persisted rate of each organization's adapter on each organization's users\n" + _table(rows)
+
+
+def naive_table(cycles: list[dict]) -> str:
+    rows = [("cycle", "candidate", "verdict", "detector: incumbent -> candidate [interval of the rise]")]
+    for k, cycle in enumerate(cycles, start=1):
+        report = cycle.get("gate_report") or {}
+        for check in (c for c in report.get("checks", []) if c["gate"] == "hacking"):
+            rows.append((str(k), cycle["adapter"] or "-", cycle["status"],
+                         f"{check['name']}: {check['incumbent']:.3f} -> {check['candidate']:.3f} "
+                         f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] {'ok' if check['passed'] else 'FIRED'}"))
+    return f"the naive organization ({NAIVE_SPEC}): hacking detectors per cycle\n" + _table(rows)
+
+
+def cycle_times(history: dict[str, list[dict]]) -> str:
+    rows = [("organization", "cycle", "outcome", "train s", "gates s", "canary s")]
+    for org, cycles in history.items():
+        for k, cycle in enumerate(cycles, start=1):
+            s = cycle.get("stage_seconds") or {}
+            rows.append((org, str(k), cycle["status"], *(f"{s[stage]:.0f}" if s.get(stage) is not None else "-"
+                                                          for stage in ("train", "gates", "canary"))))
+    return "cycle stages (wall time)\n" + _table(rows)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)) for row in rows]
-    return "edit-persisted rate per round (95 % confidence interval)\n" + "\n".join(lines)
+    return "\n".join("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)) for row in rows)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from demo.domain import Ask, Edit, Prompt, check_edit, generate, parse_response, render_prompt
 
 SUITE_SEED = 2_000_003  # neither the corpus's seed nor any traffic seed
-SIZE = 240
+SIZE = 160
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
-"""The demo loop's figures: rates with Wilson intervals, and the table it prints."""
+"""The demo loop's figures: rates with Wilson intervals, differences with Newcombe intervals,
+and the tables it prints."""
 
 import pytest
 
-from demo.loop import format_rates
+from demo.loop import ab_table, matrix_table
 from demo.traffic import OrgTraffic, wilson_interval
+from demo.traffic.stats import format_rate, latency_difference, rate_difference
 
 
 @pytest.mark.parametrize(("successes", "trials", "low", "high"), [
@@ -17,13 +19,26 @@ def test_no_trials_says_nothing_about_the_rate():
     assert wilson_interval(0, 0) == (0.0, 1.0)
 
 
-def traffic(persisted: int, served: int) -> OrgTraffic:
+def test_differences_match_newcombes_example_and_latency_shifts_are_found():
+    assert rate_difference(56, 70, 48, 80) == pytest.approx((0.0524, 0.3339), abs=5e-4)
+    delta, (low, high) = latency_difference([110.0, 120.0] * 50, [100.0, 110.0] * 50)
+    assert delta == 10.0 and 5 < low <= 10 <= high < 15
+
+
+def traffic(persisted: int, served: int, latency: float = 100.0) -> OrgTraffic:
     return OrgTraffic(org="acme", persona="typed_snake", served=served, by_model={"demo-base": served},
-                      events={"edit_persisted": persisted}, failures={}, latencies_ms=[], tasks=0, task_outcomes=[])
+                      events={"edit_persisted": persisted}, failures={}, latencies_ms=[latency] * served, tasks=0, task_outcomes=[])
 
 
-def test_the_table_has_a_row_per_organization_and_a_column_per_round():
-    table = format_rates(["base model", "cycle 1"], {"acme": [traffic(14, 400), traffic(60, 400)]})
-    header, row = table.splitlines()[1:]
-    assert header.split() == ["organization", "base", "model", "cycle", "1"]
-    assert row.split() == ["acme", "0.035", "[0.021,", "0.058]", "0.150", "[0.118,", "0.188]"]
+def test_the_ab_table_shows_base_final_and_the_delta_with_its_interval():
+    lines = ab_table({"acme": traffic(14, 400)}, {"acme": traffic(160, 400, latency=90.0)}).splitlines()
+    persisted = next(line for line in lines if "edit persisted" in line)
+    assert format_rate(14, 400) in persisted and format_rate(160, 400) in persisted and "+0.365" in persisted
+    assert "-10" in next(line for line in lines if "latency" in line)
+
+
+def test_the_matrix_has_a_row_per_adapter_and_a_column_per_users():
+    table = matrix_table({(a, u): traffic(40 if a == u else 5, 100) for a in ("x", "y") for u in ("x", "y")})
+    header, row_x, row_y = table.splitlines()[1:]
+    assert header.split()[-2:] == ["x", "y"]
+    assert row_x.split()[1] == "0.400" and row_y.split()[-3] == "0.400"

@@ -24,7 +24,7 @@ from demo.http import ApiError
 from demo.personas import Persona
 from demo.traffic import OrgTraffic, SimulatedOrg, format_summary, run_traffic
 from demo.traffic.__main__ import parse_args
-from demo.traffic.driver import plan_jobs
+from demo.traffic.driver import USERS, plan_jobs
 from demo.traffic.outbox import Feedback, Outbox, Outcome, idempotency_key
 from demo.traffic.stats import percentile
 from demo.traffic.transports import ChatFailed, Retry, Served, Tenant
@@ -119,7 +119,7 @@ def drive(orgs: dict[str, tuple[FakeChat, FakeApi]], persona: Persona = STRICT, 
     settings = {"requests": 20, "concurrency": 3, "seed": 0, "time_scale": 0.0, "task_share": 0.0, **options}
     return run_traffic(
         url="http://platform.invalid", orgs=[SimulatedOrg(name, persona, f"key-{name}") for name in orgs],
-        connect=lambda *, url, api_key: tenants[api_key], **settings,
+        connect=lambda *, url, api_key, model: tenants[api_key], **settings,
     )
 
 
@@ -265,7 +265,7 @@ def test_it_makes_exactly_the_requested_calls_for_each_organization_through_its_
     assert [len(chat.calls) for chat, _ in (acme, globex)] == [30, 30]
     assert traffic["acme"].served == 30 and traffic["acme"].by_model == {"acme@v1": 30}
     assert traffic["globex"].by_model == {"globex@v3": 30}
-    assert {call.user for call in acme[0].calls} <= {f"user-{k}" for k in range(8)}
+    assert {call.user for call in acme[0].calls} <= {f"user-{k}" for k in range(USERS)}
     assert len(traffic["acme"].latencies_ms) == 30
 
 

@@ -36,17 +36,18 @@ from demo.traffic.transports import (
     post_with_retries,
 )
 
-USERS = 8  # end users per organization: few enough that each meets both arms of a canary
+USERS = 32  # end users per organization: canary assignment is sticky per user, so enough for two balanced arms
 MEAN_TASK_STEPS = 3  # sample_background_task's 2-4 functions
 
-Connect = Callable[..., Tenant]  # connect(url=..., api_key=...), as transports.connect
+Connect = Callable[..., Tenant]  # connect(url=..., api_key=..., model=...), as transports.connect
 
 
 @dataclass(frozen=True)
 class SimulatedOrg:
     name: str
-    persona: Persona
+    persona: Persona  # whose users judge the responses
     api_key: str
+    model: str = "default"  # what its agents ask the gateway for
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def run_traffic(
     if concurrency < 1 or time_scale < 0:
         raise ValueError(f"need concurrency >= 1 and time_scale >= 0, not {concurrency}, {time_scale}")
     plans = {org.name: plan_jobs(org=org.name, requests=requests, task_share=task_share, seed=seed) for org in orgs}
-    tenants = {org.name: connect(url=url, api_key=org.api_key) for org in orgs}
+    tenants = {org.name: connect(url=url, api_key=org.api_key, model=org.model) for org in orgs}
     outboxes = {org.name: Outbox(tenants[org.name].api, time_scale=time_scale).start() for org in orgs}
     try:
         with _worker_pools([org.name for org in orgs], concurrency) as pools:

@@ -1,6 +1,7 @@
 """What a run of the traffic driver measured for one organization, and its summary table."""
 
 import math
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -21,11 +22,11 @@ class OrgTraffic:
 
     @property
     def edit_persisted_rate(self) -> float:
-        return self._per_served("edit_persisted")
+        return self.per_served("edit_persisted")
 
     @property
     def dissatisfied_rate(self) -> float:
-        return self._per_served("dissatisfied_followup")
+        return self.per_served("dissatisfied_followup")
 
     @property
     def latency_p50_ms(self) -> float | None:
@@ -39,7 +40,8 @@ class OrgTraffic:
     def task_outcome_mean(self) -> float | None:
         return sum(self.task_outcomes) / len(self.task_outcomes) if self.task_outcomes else None
 
-    def _per_served(self, event_type: str) -> float:
+    def per_served(self, event_type: str) -> float:
+        """Feedback events of the type per served call."""
         return self.events.get(event_type, 0) / self.served if self.served else 0.0
 
 
@@ -87,3 +89,28 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
     centre = (rate + z * z / (2 * trials)) / (1 + z * z / trials)
     half = z * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def rate_difference(a_successes: int, a_trials: int, b_successes: int, b_trials: int, z: float = 1.96) -> tuple[float, float]:
+    """Newcombe's interval of rate(a) - rate(b) from the two Wilson intervals (95 % by default)."""
+    if not a_trials or not b_trials:
+        return -1.0, 1.0
+    p1, p2 = a_successes / a_trials, b_successes / b_trials
+    (l1, u1), (l2, u2) = wilson_interval(a_successes, a_trials, z), wilson_interval(b_successes, b_trials, z)
+    return p1 - p2 - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), p1 - p2 + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
+def latency_difference(a: Sequence[float], b: Sequence[float], resamples: int = 1000, seed: int = 0) -> tuple[float, tuple[float, float]]:
+    """mean(a) - mean(b) and its 95 % percentile-bootstrap interval."""
+    if not a or not b:
+        return 0.0, (0.0, 0.0)
+    rng = random.Random(seed)
+    mean = lambda values: sum(values) / len(values)  # noqa: E731
+    draws = sorted(mean(rng.choices(a, k=len(a))) - mean(rng.choices(b, k=len(b))) for _ in range(resamples))
+    return mean(a) - mean(b), (draws[int(0.025 * resamples)], draws[int(0.975 * resamples) - 1])
+
+
+def format_rate(successes: int, trials: int) -> str:
+    """A rate with its 95 % Wilson interval: 0.152 [0.121, 0.191]."""
+    low, high = wilson_interval(successes, trials)
+    return f"{successes / trials if trials else 0:.3f} [{low:.3f}, {high:.3f}]"

@@ -78,13 +78,13 @@ DEFAULT_RETRY = Retry()
 class OpenAIChat:
     """The gateway's chat completion, called exactly as a tenant's agent would call it."""
 
-    def __init__(self, client: openai.OpenAI, *, max_tokens: int = MAX_TOKENS):
-        self.client, self.max_tokens = client, max_tokens
+    def __init__(self, client: openai.OpenAI, *, model: str = "default", max_tokens: int = MAX_TOKENS):
+        self.client, self.model, self.max_tokens = client, model, max_tokens
 
     def __call__(self, *, prompt: str, user: str, task_id: str | None) -> Served:
         try:
             response = self.client.chat.completions.create(
-                model="default",
+                model=self.model,
                 messages=[{"role": "user", "content": prompt}],
                 user=user,
                 temperature=1.0,  # the loop learns from what the policy itself samples
@@ -98,12 +98,13 @@ class OpenAIChat:
         return Served(response.id, response.model, response.choices[0].message.content or "")
 
 
-def connect(*, url: str, api_key: str) -> Tenant:
-    """The organization's clients for a platform at `url` (e.g. http://127.0.0.1:8000)."""
+def connect(*, url: str, api_key: str, model: str = "default") -> Tenant:
+    """The organization's clients for a platform at `url` (e.g. http://127.0.0.1:8000), asking
+    for `model` (the organization's current adapter, or one of its versions by name)."""
     client = openai.OpenAI(
         base_url=f"{url.rstrip('/')}/v1", api_key=api_key, max_retries=CHAT_RETRIES, timeout=CHAT_TIMEOUT_S,
     )
-    return Tenant(chat=OpenAIChat(client), api=Api(url, api_key))
+    return Tenant(chat=OpenAIChat(client, model=model), api=Api(url, api_key))
 
 
 def post_with_retries(api: Poster, path: str, body: dict, *, retry: Retry) -> dict:
