@@ -1,18 +1,20 @@
 """The canary's verdict: the candidate's share of end users against the incumbent's, on live
 traffic, with the seed's A/B metrics.
 
-Each arm is the interactions it served since the canary started that have feedback (served
-ones without any yet say nothing). Compared with confidence intervals: edit-persisted rate
-(no significant drop), dissatisfied-follow-up rate and latency (no significant rise). Any
-check failing rolls the candidate back at once; once both arms have `min_interactions`, the
-candidate is promoted if none fails.
+Each arm is the interactions it served since the canary started whose outcome is known: an
+accepted edit counts only once it persisted or was reverted, since that verdict arrives hours
+later and counting it early would favour whichever arm served less recently. Once both arms
+have `min_interactions`, they are compared with confidence intervals: edit-persisted rate (no
+significant drop), dissatisfied-follow-up rate and latency (no significant rise); any check
+failing rolls the candidate back, none failing promotes it. No verdict is taken on less, in
+either direction.
 """
 
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 
 from serving.gates import Check, no_regression, no_rise
 from serving.models import AdapterVersion
@@ -20,6 +22,7 @@ from serving.statistics import bootstrap_difference_interval, mean, rate_differe
 from tenants.models import FeedbackEvent, Interaction, Organization
 
 WAIT, PROMOTE, ROLL_BACK = "wait", "promote", "roll_back"
+PENDING = ("edit_accepted",)  # an outcome still to come: persisted or reverted
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class CanaryPolicy:
 
 @dataclass(frozen=True)
 class Arm:
-    interactions: int  # served with feedback
+    interactions: int  # served, with a known outcome
     persisted: int
     dissatisfied: int
     latencies_ms: list[float]
@@ -77,12 +80,12 @@ def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: 
             base = max(mean(i.latencies_ms), 1.0)
             checks.append(no_rise("canary", "latency", mean(c.latencies_ms), mean(i.latencies_ms), (low / base, high / base), policy.latency,
                                 len(c.latencies_ms), note="mean ms; interval and threshold relative to the incumbent's mean"))
-    if any(not check.passed for check in checks):
-        decision = ROLL_BACK
-    elif min(c.interactions, i.interactions) >= policy.min_interactions:
-        decision = PROMOTE
-    else:
+    if min(c.interactions, i.interactions) < policy.min_interactions:
         decision = WAIT
+    elif any(not check.passed for check in checks):
+        decision = ROLL_BACK
+    else:
+        decision = PROMOTE
     return CanaryReport(decision=decision, checks=checks, candidate=c, incumbent=i)
 
 
@@ -93,9 +96,9 @@ def _arm(org: Organization, served_by: str | None, since: datetime) -> Arm:
     def has(*types: str):
         return Exists(FeedbackEvent.objects.for_org(org).filter(interaction=OuterRef("pk"), type__in=types))
 
-    rows = (interactions.annotate(any_feedback=Exists(FeedbackEvent.objects.for_org(org).filter(interaction=OuterRef("pk"))),
-                                  persisted=has("edit_persisted"), dissatisfied=has("dissatisfied_followup"))
-            .filter(Q(any_feedback=True)).values_list("persisted", "dissatisfied", "latency_ms"))
+    settled = Exists(FeedbackEvent.objects.for_org(org).filter(interaction=OuterRef("pk")).exclude(type__in=PENDING))
+    rows = (interactions.annotate(settled=settled, persisted=has("edit_persisted"), dissatisfied=has("dissatisfied_followup"))
+            .filter(settled=True).values_list("persisted", "dissatisfied", "latency_ms"))
     rows = list(rows)
     return Arm(interactions=len(rows), persisted=sum(p for p, _, _ in rows), dissatisfied=sum(d for _, d, _ in rows),
                latencies_ms=[latency for _, _, latency in rows if latency is not None])

@@ -1,4 +1,4 @@
-"""Training runs: requested by an admin or by the organization's schedule, executed by a Celery
+"""Training runs: requested by a cycle (training/cycles.py) or by an admin, executed by a Celery
 worker, each ending in exactly one candidate adapter version or a stated failure.
 
     run_request   QUEUED; one active run per organization (a database constraint)

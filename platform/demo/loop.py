@@ -32,7 +32,7 @@ from demo.traffic.stats import format_rate, latency_difference, rate_difference
 
 PERSONAS = ("typed_snake", "camel_two_space", "tab_terse")
 NAIVE = "naive"  # an organization whose admin forgot to penalize invalid tool calls and needless asks
-NAIVE_PERSONA = "easygoing"
+NAIVE_PERSONA = "typed_snake"  # strict users: most edits are rejected, so a spec without penalties pays asking and invalid calls more than editing
 NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0}}
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800

@@ -79,9 +79,7 @@ def arm_traffic(org, served_by, *, served: int, persisted: float, dissatisfied: 
     for _ in range(served):
         interaction = interaction_record(org=org, content=InteractionContent([{"role": "user", "content": "x"}], "y"),
                                          source="gateway", adapter=served_by, latency_ms=rng.uniform(90, 110))
-        kinds = ["edit_accepted"]
-        if rng.random() < persisted:
-            kinds.append("edit_persisted")
+        kinds = ["edit_accepted", "edit_persisted" if rng.random() < persisted else "edit_reverted"]
         if rng.random() < dissatisfied:
             kinds.append("dissatisfied_followup")
         feedback_ingest(org=org, events=[FeedbackIn(interaction_id=interaction.pk, type=k, idempotency_key=str(uuid.uuid4()))
@@ -116,12 +114,25 @@ def test_a_cycle_trains_gates_canaries_and_promotes_a_better_candidate(acme, tra
     assert cycles.cycle_advance(str(cycle.pk)).status == Status.PROMOTED  # a late duplicate changes nothing
 
 
+def test_the_canary_counts_an_accepted_edit_only_once_its_outcome_is_known(acme, training, sent, replicas, monkeypatch):
+    gate_verdict(monkeypatch)
+    cycle = trained_cycle(acme.org)
+    cycles.cycle_advance(str(cycle.pk))
+    arm_traffic(acme.org, cycle.candidate.name, served=30, persisted=0.5, dissatisfied=0.0, seed=7)
+    pending = interaction_record(org=acme.org, content=InteractionContent([{"role": "user", "content": "x"}], "y"),
+                                 source="gateway", adapter=cycle.candidate.name)
+    feedback_ingest(org=acme.org, events=[FeedbackIn(interaction_id=pending.pk, type="edit_accepted", idempotency_key="p")])
+    cycles.cycle_advance(str(cycle.pk))
+    report = Cycle.objects.for_org(acme.org).get().canary_report
+    assert report["decision"] == "wait" and report["candidate"]["interactions"] == 30
+
+
 def test_a_worse_candidate_in_canary_is_rolled_back(acme, training, sent, replicas, monkeypatch):
     gate_verdict(monkeypatch)
     cycle = trained_cycle(acme.org)
     cycles.cycle_advance(str(cycle.pk))
-    arm_traffic(acme.org, cycle.candidate.name, served=80, persisted=0.05, dissatisfied=0.6, seed=5)
-    arm_traffic(acme.org, None, served=80, persisted=0.2, dissatisfied=0.2, seed=6)
+    arm_traffic(acme.org, cycle.candidate.name, served=110, persisted=0.05, dissatisfied=0.6, seed=5)
+    arm_traffic(acme.org, None, served=110, persisted=0.2, dissatisfied=0.2, seed=6)
     done = cycles.cycle_advance(str(cycle.pk))
     assert done.status == Status.ROLLED_BACK
     failed = {c["name"] for c in done.canary_report["checks"] if not c["passed"]}

