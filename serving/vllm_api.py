@@ -1,5 +1,5 @@
 """Calls to a running vLLM server: its adapter endpoints (runtime LoRA updating must be on), and
-the direct sampling and scoring the gates use (never through the gateway: nothing is recorded).
+the direct sampling the gates use (never through the gateway: nothing is recorded).
 
 Django-free; the registry, deployments and gates decide *what* to ask, this only says it to vLLM.
 """
@@ -41,15 +41,6 @@ def chat_sample(base_url: str, *, model: str, messages: list[dict], max_tokens: 
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature}
     answer = _post(base_url, "/v1/chat/completions", body, timeout)
     return answer["choices"][0]["message"]["content"] or "", answer["usage"]["completion_tokens"]
-
-
-def completion_logprobs(base_url: str, *, model: str, prompt_ids: list[int], completion_ids: list[int],
-                        timeout: float = 120.0) -> list[float]:
-    """The logprob `model` gives each completion token after the prompt (token ids, the chat
-    template already applied), as the sequence is scored, without sampling anything."""
-    body = {"model": model, "prompt": prompt_ids + completion_ids, "max_tokens": 0, "echo": True, "logprobs": 0}
-    scored = _post(base_url, "/v1/completions", body, timeout)["choices"][0]["logprobs"]["token_logprobs"]
-    return scored[len(prompt_ids):]
 
 
 def _post(base_url: str, path: str, body: dict, timeout: float) -> dict:

@@ -22,10 +22,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from serving import canary, deployments, gates
+from serving.registry import adapter_files, base_model_dir
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError, NotFound
 from tenants.models import Organization, PrivacyPolicy
-from training import runs
+from training import engine, runs
 from training.models import Cycle, TrainingRun
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,8 @@ def _after_training(cycle: Cycle) -> None:
 
 def _gate(cycle: Cycle) -> None:
     started = time.monotonic()
-    report = gates.gates_evaluate(candidate=cycle.candidate, incumbent=cycle.incumbent, thresholds=gates.thresholds_for(cycle.org))
+    report = gates.gates_evaluate(candidate=cycle.candidate, incumbent=cycle.incumbent, score=score_completions,
+                                  thresholds=gates.thresholds_for(cycle.org))
     seconds = {**cycle.stage_seconds, "gates": round(time.monotonic() - started, 2)}
     if not report.passed:
         with transaction.atomic():
@@ -148,6 +150,14 @@ def _judge_canary(cycle: Cycle) -> None:
         _end_canary(cycle, Status.ROLLED_BACK, report)
     else:
         Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=Status.CANARY).update(canary_report=report.as_dict())
+
+
+def score_completions(adapter, pairs: list[tuple[list[int], list[int]]]) -> list[float]:
+    """The tenant suite's scorer: each completion's mean token logprob under the adapter (None:
+    the base model), computed by the training engine on this worker."""
+    logprobs = engine.completion_logprobs(base_model_dir=base_model_dir(), adapter_dir=adapter_files(adapter) if adapter else None,
+                                          pairs=pairs, device=settings.TRAINING_DEVICE)
+    return [sum(values) / len(values) if values else 0.0 for values in logprobs]
 
 
 def _end_canary(cycle: Cycle, outcome: str, report) -> None:

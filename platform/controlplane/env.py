@@ -65,3 +65,16 @@ def env_json_object(name: str, default: dict) -> dict:
     if not isinstance(parsed, dict):
         raise ImproperlyConfigured(f"{name} must be a JSON object, not {type(parsed).__name__}.")
     return parsed
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    value = os.environ.get(name, "").strip()
+    if value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number.") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} is below its minimum of {minimum}.")
+    return number

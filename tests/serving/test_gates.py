@@ -2,9 +2,9 @@
 
 The tiny test model writes nothing valid, so the candidates' behaviour here is scripted at the
 model server's boundary (vllm_api): a *scripted model* answers each suite prompt as a planted
-candidate would (one that writes wrong bodies, one that asks on clear prompts, ...). The suite's
-scorer, the statistics and the verdicts are the real ones; the calls themselves are checked
-against a real vLLM in test_gates_vllm.py.
+candidate would (one that writes wrong bodies, one that asks on clear prompts, ...), and the
+tenant suite's scores are given. The suite's scorer, the statistics and the verdicts are the
+real ones; the calls themselves run against a real vLLM in test_gates_vllm.py.
 """
 
 import random
@@ -60,9 +60,12 @@ def scripted(monkeypatch, settings, tmp_path):
     monkeypatch.setattr(gates, "adapter_load_everywhere", lambda adapter: None)
     monkeypatch.setattr(gates.vllm_api, "chat_sample",
                         lambda url, *, model, messages, max_tokens: models[model].answer(_item_of(messages)))
-    monkeypatch.setattr(gates.vllm_api, "completion_logprobs",
-                        lambda url, *, model, prompt_ids, completion_ids: [scores[model][tuple(completion_ids)]] * len(completion_ids))
     return models, scores
+
+
+def scorer(scores: dict):
+    """The tenant suite's scorer, scripted: each completion's score by its ids, per model."""
+    return lambda adapter, pairs: [scores[adapter.name if adapter else "demo-base"][tuple(c)] for _, c in pairs]
 
 
 _ITEMS = {item.messages[0]["content"]: item for item in SmallSuite().items}
@@ -77,10 +80,10 @@ def candidate_of(org, tmp_path):
 
 
 def test_a_candidate_like_the_incumbent_passes_every_gate(acme, scripted, tmp_path):
-    models, _ = scripted
+    models, scores = scripted
     candidate = candidate_of(acme.org, tmp_path)
     models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(seed=2)
-    report = gates_evaluate(candidate=candidate, incumbent=None)
+    report = gates_evaluate(candidate=candidate, incumbent=None, score=scorer(scores))
     assert report.passed, report.failed
     assert {c.name for c in report.checks} == {
         "preference_auc", "valid_tool_call_rate", "correct_body_rate", "right_call_rate",
@@ -91,10 +94,10 @@ def test_a_candidate_like_the_incumbent_passes_every_gate(acme, scripted, tmp_pa
 
 
 def test_a_planted_regression_is_blocked_by_the_global_suite(acme, scripted, tmp_path):
-    models, _ = scripted
+    models, scores = scripted
     candidate = candidate_of(acme.org, tmp_path)
     models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(wrong_body=0.3, seed=2)
-    report = gates_evaluate(candidate=candidate, incumbent=None)
+    report = gates_evaluate(candidate=candidate, incumbent=None, score=scorer(scores))
     assert not report.passed
     assert [c.name for c in report.failed] == ["correct_body_rate"]
     check = report.failed[0]
@@ -107,10 +110,10 @@ def test_a_planted_regression_is_blocked_by_the_global_suite(acme, scripted, tmp
     ({"rambling": 0.6}, "response_length"),
 ])
 def test_a_planted_hacking_candidate_trips_its_detector(acme, scripted, tmp_path, behaviour, detector):
-    models, _ = scripted
+    models, scores = scripted
     candidate = candidate_of(acme.org, tmp_path)
     models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(seed=2, **behaviour)
-    report = gates_evaluate(candidate=candidate, incumbent=None)
+    report = gates_evaluate(candidate=candidate, incumbent=None, score=scorer(scores))
     failed = {c.name: c for c in report.failed}
     assert detector in failed and failed[detector].gate == "hacking"
     assert failed[detector].interval[0] > failed[detector].threshold
@@ -140,7 +143,7 @@ def test_the_tenant_suite_blocks_a_candidate_that_prefers_the_bad_completions(ac
     rng = random.Random(0)
     scores["demo-base"] = {(token,): (-1.0 if good else -2.0) + rng.gauss(0, 0.5) for good, token in items}
     scores[candidate.name] = {(token,): (-2.0 if good else -1.0) + rng.gauss(0, 0.5) for good, token in items}
-    report = gates_evaluate(candidate=candidate, incumbent=None)
+    report = gates_evaluate(candidate=candidate, incumbent=None, score=scorer(scores))
     assert [c.name for c in report.failed] == ["preference_auc"]
     check = report.failed[0]
     assert check.incumbent > 0.8 and check.candidate < 0.2 and check.samples == 60

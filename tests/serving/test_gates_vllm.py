@@ -1,5 +1,5 @@
-"""The gates' calls against a real vLLM replica: scoring a recorded completion gives back the
-logprobs it was sampled with, and a whole gate run samples the suite from both models."""
+"""The gates against a real vLLM replica: a whole gate run samples the suite from both models,
+and the tenant suite's scorer (the training engine) gives back the logprobs vLLM sampled with."""
 
 import pytest
 
@@ -8,8 +8,10 @@ from serving import registry, vllm_api
 from serving.gates import gates_evaluate
 from tenants.recording import interaction_content
 from tests.conftest import make_tenant
-from tests.serving.conftest import BASE_NAME, deployed_adapter
+from tests.serving.conftest import deployed_adapter
 from tests.serving.test_gateway import ask, client, stored
+from training.cycles import score_completions
+from training.engine import completion_logprobs
 
 pytestmark = pytest.mark.vllm
 
@@ -22,31 +24,31 @@ class TinySuite(DemoGlobalSuite):
 
 
 @pytest.fixture
-def acme(gateway):
+def acme(gateway, settings, vllm):
+    settings.SERVING_BASE_MODEL_DIR = str(vllm.base_dir)
     return make_tenant("Acme", training_enabled=True)
 
 
-def test_scoring_a_recorded_completion_gives_the_logprobs_it_was_sampled_with(gateway, acme, vllm):
+def test_the_engine_scores_a_served_completion_with_the_logprobs_vllm_sampled_it_with(gateway, acme, vllm):
     adapter = deployed_adapter(vllm, acme.org, seed=3)
     reply = ask(client(gateway, acme.key), temperature=1.0)
     tokens = interaction_content(interaction=stored(acme.org, reply.id))["tokens"]
-    for model, recorded in ((adapter.name, tokens["logprobs"]), (BASE_NAME, None)):
-        scored = vllm_api.completion_logprobs(vllm.url, model=model, prompt_ids=tokens["prompt_ids"],
-                                              completion_ids=tokens["completion_ids"])
-        assert len(scored) == len(tokens["completion_ids"]) and all(lp <= 0 for lp in scored)
-        if recorded is not None:
-            assert scored == pytest.approx(recorded, abs=1e-3)
+    scored = completion_logprobs(base_model_dir=vllm.base_dir, adapter_dir=registry.adapter_files(adapter),
+                                 pairs=[(tokens["prompt_ids"], tokens["completion_ids"])], device="cpu")[0]
+    assert scored == pytest.approx(tokens["logprobs"], abs=2e-3)
+    assert score_completions(adapter, [(tokens["prompt_ids"], tokens["completion_ids"])]) == pytest.approx(
+        [sum(tokens["logprobs"]) / len(tokens["logprobs"])], abs=2e-3)
 
 
 def test_a_gate_run_samples_the_suite_from_the_candidate_and_the_incumbent(gateway, acme, vllm, settings):
     settings.GATES_GLOBAL_SUITE = "tests.serving.test_gates_vllm.TinySuite"
     incumbent = deployed_adapter(vllm, acme.org, seed=4)
     candidate = registry.adapter_register(org=acme.org, source_dir=vllm.trained_adapter(5))
-    report = gates_evaluate(candidate=candidate, incumbent=incumbent)
+    report = gates_evaluate(candidate=candidate, incumbent=incumbent, score=score_completions)
     assert report.candidate == candidate.name and report.incumbent == incumbent.name
     global_checks = [c for c in report.checks if c.gate != "tenant_suite"]
     assert len(global_checks) == 7 and all(c.samples > 0 or c.name == "correct_body_rate" for c in global_checks)
     length = next(c for c in report.checks if c.name == "response_length")
     assert 0 < length.candidate <= TinySuite.max_tokens and 0 < length.incumbent <= TinySuite.max_tokens
-    assert candidate.name in vllm_api.served_models(vllm.url)  # loaded to be scored, not routed
+    assert candidate.name in vllm_api.served_models(vllm.url)  # loaded to be sampled, not routed
     assert registry.route_of(org=acme.org).serving == incumbent

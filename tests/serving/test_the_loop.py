@@ -44,6 +44,7 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
         "PLATFORM_VLLM_URLS": vllm.url, "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
         "PLATFORM_ADAPTERS_ROOT": serving_settings.SERVING_ADAPTERS_ROOT, "PLATFORM_TRAINING_WORK_DIR": str(tmp_path / "work"),
         "PLATFORM_GLOBAL_SUITE": "tests.serving.test_gates_vllm.TinySuite", "PLATFORM_CANARY_MIN_INTERACTIONS": "10",
+        "PLATFORM_CANARY_LATENCY_TOLERANCE": "2.0",  # requests one at a time: the adapter's CPU cost shows whole
         "PLATFORM_TRAINING_DEVICE": "cpu", "PLATFORM_TRAINING_CONFIG": json.dumps({"epochs": 1}),
     }
     served = {t.org.slug: serve_and_rate(gateway, t, calls=30) for t in (acme, globex)}
@@ -72,7 +73,7 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
 
     for tenant in (acme, globex):
         state = cycle_of(tenant, ids[tenant.org.slug])
-        assert state["status"] == "promoted", state
+        assert state["status"] == "promoted", [c for c in state["canary_report"]["checks"] if not c["passed"]]
         assert state["canary_report"]["decision"] == "promote"
         assert client(gateway, tenant.key).chat.completions.create(
             model="default", messages=[{"role": "user", "content": "hi"}], max_tokens=2).model == state["adapter"]

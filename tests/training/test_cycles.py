@@ -51,7 +51,7 @@ def gate_verdict(monkeypatch, *failed: tuple[str, str]) -> list:
     """The gates answer with `failed` checks ((gate, name) pairs) failing, everything else passing."""
     calls = []
 
-    def evaluate(*, candidate, incumbent, thresholds):
+    def evaluate(*, candidate, incumbent, score, thresholds):
         calls.append(candidate.name)
         checks = [Check(gate, name, 0.3, 0.1, (0.1, 0.3), 0.03, False, 200) for gate, name in failed]
         checks.append(Check("global_suite", "valid_tool_call_rate", 0.99, 0.99, (-0.02, 0.02), 0.03, True, 200))
