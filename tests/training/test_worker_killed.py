@@ -15,9 +15,9 @@ from training import runs
 from training.engine.checkpoint import CHECKPOINT_FILE
 from training.models import TrainingRun
 
-LEASE_S = 2
-# Long enough on the tiny model to kill mid-way: 16 examples, 2 per step, 40 epochs = 320 steps.
-SLOW_CONFIG = {"epochs": 40, "batch_size": 2, "checkpoint_every": 4}
+LEASE_S = 4  # beats every second: few writes beside the test's reads
+# Long enough on the tiny model to kill mid-way: 16 examples, 2 per step, 60 epochs = 480 steps.
+SLOW_CONFIG = {"epochs": 60, "batch_size": 2, "checkpoint_every": 4}
 
 
 @pytest.mark.worker
@@ -34,26 +34,27 @@ def test_a_worker_killed_mid_run_leaves_exactly_one_adapter_version(transactiona
     rated(org, *[("edit_persisted",), ("edit_reverted",)] * 8)
 
     def row() -> TrainingRun:
-        connection.close()  # a fresh snapshot: see the worker's commits (SQLite)
-        return TrainingRun.objects.for_org(org).get()
+        return TrainingRun.objects.for_org(org).get()  # autocommit, read whole: sees the worker's commits
+
+    connection.close()  # no snapshot left open by an earlier test (SQLite)
 
     with running_worker(env=env) as worker:  # assertions inside: a failure prints the worker's output
         run = requested(org)  # committed at once: the task is sent
         checkpoint = runs.run_work_dir(run) / "checkpoint" / CHECKPOINT_FILE
-        worker.wait_until(lambda: row().status == TrainingRun.Status.RUNNING, timeout=60, what="the worker's claim")
-        worker.wait_until(checkpoint.exists, timeout=120, what="the first checkpoint")
+        worker.wait_until(lambda: row().status == TrainingRun.Status.RUNNING, timeout=60, interval=1.0, what="the worker's claim")
+        worker.wait_until(checkpoint.exists, timeout=120, interval=0.1, what="the first checkpoint")
         worker.kill()
         worker.process.wait(10)
         assert row().status == TrainingRun.Status.RUNNING and row().attempts == 1
         assert AdapterVersion.objects.for_org(org).count() == 0
 
     with running_worker(env=env) as worker:
-        worker.wait_until(lambda: runs.runs_recover() != [], timeout=30, what="the dead worker's lease to expire")
-        worker.wait_until(lambda: row().status != TrainingRun.Status.RUNNING, timeout=180, what="the run to end")
+        worker.wait_until(lambda: runs.runs_recover() != [], timeout=30, interval=1.0, what="the dead worker's lease to expire")
+        worker.wait_until(lambda: row().status != TrainingRun.Status.RUNNING, timeout=180, interval=1.0, what="the run to end")
 
     done = row()
     assert done.status == TrainingRun.Status.SUCCEEDED, done.error
     assert done.attempts == 2
-    assert done.report["resumed_from_step"] > 0 and done.report["steps"] == 320
+    assert done.report["resumed_from_step"] > 0 and done.report["steps"] == 480
     assert AdapterVersion.objects.for_org(org).count() == 1
     assert (registry.adapter_files(done.candidate) / "adapter_model.safetensors").exists()

@@ -70,9 +70,10 @@ TEMPLATES = [
 # avoid the lock-upgrade deadlock of two writers; secure_delete overwrites freed pages, so a
 # destroyed data key does not linger in the file.
 _SQLITE_OPTIONS = {
+    # busy_timeout first: the other pragmas may wait on another process's lock too.
     "init_command": (
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;"
-        " PRAGMA busy_timeout=10000;"
+        "PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+        " PRAGMA secure_delete=ON;"
     ),
     "transaction_mode": "IMMEDIATE",
 }
