@@ -36,6 +36,8 @@ NAIVE_PERSONA = "typed_snake"  # strict users: most edits are rejected, so a spe
 NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0}}
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
+VERDICT_WAIT_S = 150  # the tick judges canaries every minute
+MAX_EXTRA_ROUNDS = 4
 POLL_S = 3.0
 MATRIX_REQUESTS = 150
 
@@ -65,6 +67,12 @@ def main() -> None:
             for name, cycle in gated.items():
                 print("  " + describe_gates(name, cycle))
             traffic_round(url, orgs, f"cycle {k} (canaries live)", requests=args.requests, seed=k)
+            for extra in range(1, MAX_EXTRA_ROUNDS + 1):  # a canary waits for enough settled outcomes in each arm
+                waiting = [org for org in orgs if wait_for(apis[org.name], ids[org.name], until=TERMINAL, timeout=VERDICT_WAIT_S)
+                           ["status"] == "canary"]
+                if not waiting:
+                    break
+                traffic_round(url, waiting, f"cycle {k}, more canary traffic", requests=args.requests // 2, seed=100 * k + extra)
             for name in ids:
                 history[name].append(wait_for(apis[name], ids[name], until=TERMINAL))
                 print("  " + describe_outcome(name, history[name][-1]))
@@ -90,8 +98,10 @@ def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, request
     return traffic
 
 
-def wait_for(api: Api, cycle_id: str, *, until: Sequence[str]) -> dict:
-    deadline = time.monotonic() + WAIT_S
+def wait_for(api: Api, cycle_id: str, *, until: Sequence[str], timeout: float | None = None) -> dict:
+    """The cycle once its status is one of `until`; with a timeout, its state then, whatever it is."""
+    deadline = time.monotonic() + (timeout or WAIT_S)
+    cycle = None
     while time.monotonic() < deadline:
         try:
             cycle = api.get(f"/api/v1/cycles/{cycle_id}")
@@ -101,6 +111,8 @@ def wait_for(api: Api, cycle_id: str, *, until: Sequence[str]) -> dict:
             if cycle["status"] in until:
                 return cycle
         time.sleep(POLL_S)
+    if timeout is not None and cycle is not None:
+        return cycle
     raise SystemExit(f"Cycle {cycle_id} did not reach {'/'.join(until)} within {WAIT_S} s.")
 
 
