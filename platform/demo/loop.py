@@ -68,8 +68,7 @@ def main() -> None:
                 print("  " + describe_gates(name, cycle))
             traffic_round(url, orgs, f"cycle {k} (canaries live)", requests=args.requests, seed=k)
             for extra in range(1, MAX_EXTRA_ROUNDS + 1):  # a canary waits for enough settled outcomes in each arm
-                waiting = [org for org in orgs if wait_for(apis[org.name], ids[org.name], until=TERMINAL, timeout=VERDICT_WAIT_S)
-                           ["status"] == "canary"]
+                waiting = still_in_canary(apis, ids, orgs)
                 if not waiting:
                     break
                 traffic_round(url, waiting, f"cycle {k}, more canary traffic", requests=args.requests // 2, seed=100 * k + extra)
@@ -98,10 +97,18 @@ def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, request
     return traffic
 
 
-def wait_for(api: Api, cycle_id: str, *, until: Sequence[str], timeout: float | None = None) -> dict:
-    """The cycle once its status is one of `until`; with a timeout, its state then, whatever it is."""
-    deadline = time.monotonic() + (timeout or WAIT_S)
-    cycle = None
+def still_in_canary(apis: dict[str, Api], ids: dict[str, str], orgs: Sequence[SimulatedOrg]) -> list[SimulatedOrg]:
+    """The organizations whose canary has no verdict after VERDICT_WAIT_S (the tick judges every minute)."""
+    deadline = time.monotonic() + VERDICT_WAIT_S
+    while True:
+        waiting = [org for org in orgs if apis[org.name].get(f"/api/v1/cycles/{ids[org.name]}")["status"] == "canary"]
+        if not waiting or time.monotonic() > deadline:
+            return waiting
+        time.sleep(POLL_S)
+
+
+def wait_for(api: Api, cycle_id: str, *, until: Sequence[str]) -> dict:
+    deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         try:
             cycle = api.get(f"/api/v1/cycles/{cycle_id}")
@@ -111,8 +118,6 @@ def wait_for(api: Api, cycle_id: str, *, until: Sequence[str], timeout: float | 
             if cycle["status"] in until:
                 return cycle
         time.sleep(POLL_S)
-    if timeout is not None and cycle is not None:
-        return cycle
     raise SystemExit(f"Cycle {cycle_id} did not reach {'/'.join(until)} within {WAIT_S} s.")
 
 
