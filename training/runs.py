@@ -37,7 +37,7 @@ from django.utils import timezone
 from serving.registry import adapter_files, adapter_register, base_model_dir, route_of
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError, InvalidInput, NotFound
-from tenants.models import FeedbackEvent, Organization, PrivacyPolicy
+from tenants.models import FeedbackEvent, Organization
 from tenants.privacy import policy_get
 from training import engine
 from training.datasets import dataset_build
