@@ -71,7 +71,7 @@ def test_deploy_and_rollback_switch_what_is_served_without_failed_requests(gatew
     assert set(traffic.models) <= {BASE_NAME, first.name, second.name}
     statuses = dict(AdapterVersion.objects.for_org(acme.org).values_list("name", "status"))
     assert statuses == {first.name: "retired", second.name: "retired"}
-    actions = list(AuditEvent.objects.for_org(acme.org).filter(action__startswith="adapter.").values_list("action", flat=True))
+    actions = list(AuditEvent.objects.for_org(acme.org).filter(action__startswith="adapter.").order_by("at", "pk").values_list("action", flat=True))
     assert actions == ["adapter.deploy", "adapter.deploy", "adapter.rollback", "adapter.rollback"]
 
 

@@ -23,13 +23,13 @@ from training.models import Cycle
 pytestmark = [pytest.mark.vllm, pytest.mark.worker]
 
 
-def serve_and_rate(gateway, tenant, *, calls: int, good_model: str | None = None) -> list[str]:
-    """`calls` completions for ten end users, each rated: persisted when served by `good_model`
-    (or every other one when None), rejected otherwise."""
+def serve_and_rate(gateway, tenant, *, calls: int, users: int = 10, good_model: str | None = None) -> list[str]:
+    """`calls` completions for `users` end users, each rated: persisted when served by
+    `good_model` (or every other one when None), rejected otherwise."""
     api, events, ids = client(gateway, tenant.key), [], []
     for i in range(calls):
         reply = api.chat.completions.create(model="default", messages=[{"role": "user", "content": f"Task: sum {i}"}],
-                                            user=f"user-{i % 10}", max_tokens=8, temperature=1.0)
+                                            user=f"user-{i % users}", max_tokens=8, temperature=1.0)
         good = reply.model == good_model if good_model else i % 2 == 0
         events.append({"interaction_id": reply.id, "type": "edit_persisted" if good else "edit_rejected",
                        "idempotency_key": str(uuid.uuid4())})
@@ -65,11 +65,16 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
         time.sleep(1)  # the gateway's route cache (0.5 s) sees the canaries
         for tenant in (acme, globex):
             candidate = cycle_of(tenant, ids[tenant.org.slug])["adapter"]
-            serve_and_rate(gateway, tenant, calls=60, good_model=candidate)
+            # 30 sticky users split between the arms: with 10, one arm could get a single user
+            # and stay under the canary's minimum of 10 interactions, so the verdict would wait
+            serve_and_rate(gateway, tenant, calls=60, users=30, good_model=candidate)
         cycles.cycles_nudge()  # what the scheduler's tick does every minute
         for tenant in (acme, globex):
-            worker.wait_until(lambda: cycle_of(tenant, ids[tenant.org.slug])["status"] not in ("canary",),
-                              timeout=120, what=f"{tenant.org.slug}'s canary verdict")
+            try:
+                worker.wait_until(lambda: cycle_of(tenant, ids[tenant.org.slug])["status"] not in ("canary",),
+                                  timeout=120, what=f"{tenant.org.slug}'s canary verdict")
+            except AssertionError as error:
+                raise AssertionError(f"{error} Last report: {cycle_of(tenant, ids[tenant.org.slug])['canary_report']}") from None
 
     for tenant in (acme, globex):
         state = cycle_of(tenant, ids[tenant.org.slug])
