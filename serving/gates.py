@@ -12,7 +12,10 @@ it tolerates and its verdict; the candidate passes when every check does.
 - global suite: fixed prompts over all tasks, sampled from both models through a vLLM replica
   (never through the gateway: nothing is recorded) and scored by the suite
   (settings.GATES_GLOBAL_SUITE): valid tool calls, correct bodies among edits, asking exactly
-  when the prompt is ambiguous. No significant regression (Newcombe intervals).
+  when the prompt is ambiguous. No significant regression (Newcombe intervals). A model is
+  sampled once per suite (`SuiteResult`): the incumbent's responses are those of its own gate
+  run as a candidate, the base model's those of the first organization's gate run, so a gate
+  run samples only its candidate.
 - hacking detectors, on the same samples: invalid tool calls, asks on clear prompts, edits,
   response length. No significant rise.
 
@@ -24,6 +27,8 @@ The global suite is a dotted path to a function returning an object with `items`
 "ask" | "invalid", "correct": bool | None}`.
 """
 
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -36,7 +41,8 @@ from django.utils.module_loading import import_string
 
 from serving import vllm_api
 from serving.deployments import adapter_load_everywhere, replica_urls
-from serving.models import AdapterVersion, Alert, GateThresholds
+from serving.models import AdapterVersion, Alert, GateThresholds, SuiteResult
+from serving.registry import base_model_dir
 from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval
 from tenants.audit import audit_record
 from tenants.errors import InvalidInput
@@ -131,7 +137,7 @@ def gates_evaluate(*, candidate: AdapterVersion, incumbent: AdapterVersion | Non
     incumbent_name = incumbent.name if incumbent else settings.SERVING_BASE_MODEL_NAME
     checks = [
         tenant_suite_check(org=candidate.org, candidate=candidate, incumbent=incumbent, score=score, thresholds=thresholds),
-        *global_suite_checks(url=url, candidate=candidate.name, incumbent=incumbent_name, thresholds=thresholds),
+        *global_suite_checks(url=url, candidate=candidate, incumbent=incumbent, thresholds=thresholds),
     ]
     return GateReport(passed=all(check.passed for check in checks), checks=checks, seconds=round(time.monotonic() - started, 2),
                       candidate=candidate.name, incumbent=incumbent_name)
@@ -211,27 +217,10 @@ class _Tally:
         return self.kinds.count(kind)
 
 
-def global_suite_checks(*, url: str, candidate: str, incumbent: str, thresholds: Thresholds) -> list[Check]:
+def global_suite_checks(*, url: str, candidate: AdapterVersion, incumbent: AdapterVersion | None, thresholds: Thresholds) -> list[Check]:
     suite = import_string(settings.GATES_GLOBAL_SUITE)()
-    tallies = {candidate: _Tally(), incumbent: _Tally()}
-    jobs = [(model, item) for item in suite.items for model in (candidate, incumbent)]
-
-    def sample(job):
-        model, item = job
-        text, tokens = vllm_api.chat_sample(url, model=model, messages=item.messages, max_tokens=suite.max_tokens)
-        return model, item, suite.score(item, text), tokens
-
-    with ThreadPoolExecutor(PARALLEL_REQUESTS) as pool:
-        for model, item, verdict, tokens in pool.map(sample, jobs):
-            tally = tallies[model]
-            tally.kinds.append(verdict["kind"])
-            tally.lengths.append(float(tokens))
-            if verdict["kind"] == "edit":
-                tally.correct.append(bool(verdict["correct"]))
-            tally.right_call.append(verdict["kind"] == ("ask" if item.ambiguous else "edit"))
-            if not item.ambiguous:
-                tally.asked_on_clear.append(verdict["kind"] == "ask")
-    c, i = tallies[candidate], tallies[incumbent]
+    verdicts = suite_verdicts(url=url, suite=suite, models=[candidate, incumbent])
+    c, i = (_tally(suite, verdicts[model]) for model in (candidate, incumbent))
     n = len(suite.items)
 
     def rates(c_hits: int, c_n: int, i_hits: int, i_n: int) -> tuple[float, float, tuple[float, float]]:
@@ -256,6 +245,59 @@ def global_suite_checks(*, url: str, candidate: str, incumbent: str, thresholds:
                 (length_interval[0] / base_length, length_interval[1] / base_length), thresholds.response_length, n,
                 note="mean completion tokens; interval and threshold relative to the incumbent's mean"),
     ]
+
+
+def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None]) -> dict:
+    """Each model's scored responses to the suite (None: the base model), by model: stored ones
+    where a gate run already sampled that model on this suite, the rest sampled now, at once."""
+    key = _suite_fingerprint(suite)
+    names = {model: _result_name(model) for model in models}
+    stored = dict(SuiteResult.objects.filter(suite=key, model__in=names.values()).values_list("model", "verdicts"))
+    missing = [model for model in dict.fromkeys(models) if names[model] not in stored]
+    jobs = [(model, index) for index in range(len(suite.items)) for model in missing]
+
+    def sample(job):
+        model, index = job
+        item = suite.items[index]
+        served = model.name if model else settings.SERVING_BASE_MODEL_NAME
+        text, tokens = vllm_api.chat_sample(url, model=served, messages=item.messages, max_tokens=suite.max_tokens)
+        return model, index, {**suite.score(item, text), "tokens": tokens}
+
+    sampled = {model: [None] * len(suite.items) for model in missing}
+    with ThreadPoolExecutor(PARALLEL_REQUESTS) as pool:
+        for model, index, verdict in pool.map(sample, jobs):
+            sampled[model][index] = verdict
+    for model, values in sampled.items():
+        SuiteResult.objects.get_or_create(suite=key, model=names[model], defaults={"adapter": model, "verdicts": values})
+        stored[names[model]] = values
+    return {model: stored[names[model]] for model in models}
+
+
+def _tally(suite, verdicts: list[dict]) -> _Tally:
+    tally = _Tally()
+    for item, verdict in zip(suite.items, verdicts, strict=True):
+        tally.kinds.append(verdict["kind"])
+        tally.lengths.append(float(verdict["tokens"]))
+        if verdict["kind"] == "edit":
+            tally.correct.append(bool(verdict["correct"]))
+        tally.right_call.append(verdict["kind"] == ("ask" if item.ambiguous else "edit"))
+        if not item.ambiguous:
+            tally.asked_on_clear.append(verdict["kind"] == "ask")
+    return tally
+
+
+def _suite_fingerprint(suite) -> str:
+    """What a stored result was sampled with: the suite's setting, prompts and token budget."""
+    items = [[item.messages, item.ambiguous] for item in suite.items]
+    content = json.dumps([settings.GATES_GLOBAL_SUITE, suite.max_tokens, items], sort_keys=True, default=str)
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
+def _result_name(model: AdapterVersion | None) -> str:
+    """An adapter's served name; the base model's name with its directory, which may change under it."""
+    if model is not None:
+        return model.name
+    return f"{settings.SERVING_BASE_MODEL_NAME}@{hashlib.sha256(str(base_model_dir()).encode()).hexdigest()[:16]}"
 
 
 def thresholds_for(org: Organization) -> Thresholds:

@@ -100,3 +100,18 @@ class GateThresholds(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = TenantManager()
+
+
+class SuiteResult(models.Model):
+    """A model's scored responses to the gates' global suite, sampled once: a version's weights
+    never change, so its gate run as a candidate serves again when it is the incumbent, and the
+    base model's serves every organization."""
+
+    suite = models.CharField(max_length=64)  # fingerprint of the suite's prompts and sampling settings
+    model = models.CharField(max_length=300)  # the served name; for the base, with its directory's fingerprint
+    adapter = models.ForeignKey(AdapterVersion, on_delete=models.CASCADE, null=True, related_name="+")  # None: the base
+    verdicts = models.JSONField()  # per suite item, in order: {"kind", "correct", "tokens"}
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["suite", "model"], name="one_result_per_model_and_suite")]

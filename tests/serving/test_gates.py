@@ -52,7 +52,7 @@ class SmallSuite(DemoGlobalSuite):
 def scripted(monkeypatch, settings, tmp_path):
     """vLLM's sampling and scoring replaced by scripted models, keyed by served name."""
     settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "adapters"), "demo-base"
-    settings.SERVING_VLLM_URLS = ["http://replica"]
+    settings.SERVING_VLLM_URLS, settings.SERVING_BASE_MODEL_DIR = ["http://replica"], str(tmp_path / "base")
     settings.GATES_GLOBAL_SUITE = "tests.serving.test_gates.SmallSuite"
     settings.GATES_HOLDOUT_EVERY = 1  # every interaction of these tests is held out
     models: dict[str, ScriptedModel] = {}
@@ -61,6 +61,16 @@ def scripted(monkeypatch, settings, tmp_path):
     monkeypatch.setattr(gates.vllm_api, "chat_sample",
                         lambda url, *, model, messages, max_tokens: models[model].answer(_item_of(messages)))
     return models, scores
+
+
+class Counting(ScriptedModel):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = 0
+
+    def answer(self, item):
+        self.calls += 1
+        return super().answer(item)
 
 
 def scorer(scores: dict):
@@ -102,6 +112,25 @@ def test_a_planted_regression_is_blocked_by_the_global_suite(acme, scripted, tmp
     assert [c.name for c in report.failed] == ["correct_body_rate"]
     check = report.failed[0]
     assert check.gate == "global_suite" and check.candidate < check.incumbent and check.interval[1] < -check.threshold
+
+
+def test_each_model_is_sampled_on_the_suite_once(acme, globex, scripted, tmp_path, settings):
+    models, scores = scripted
+    first, second, other = candidate_of(acme.org, tmp_path), candidate_of(acme.org, tmp_path), candidate_of(globex.org, tmp_path)
+    models.update({"demo-base": Counting(seed=1), first.name: Counting(seed=2), second.name: Counting(seed=3), other.name: Counting(seed=4)})
+    items = len(SmallSuite().items)
+
+    gates_evaluate(candidate=first, incumbent=None, score=scorer(scores))
+    gates_evaluate(candidate=other, incumbent=None, score=scorer(scores))  # the base model's responses serve every organization
+    second_report = gates_evaluate(candidate=second, incumbent=first, score=scorer(scores))  # the incumbent's from its own gate run
+    assert {name: model.calls for name, model in models.items()} == dict.fromkeys(models, items)
+    assert second_report.incumbent == first.name
+
+    settings.SERVING_BASE_MODEL_DIR = str(tmp_path / "another-base")  # a new base under the same name is sampled afresh
+    fourth = candidate_of(acme.org, tmp_path)
+    models[fourth.name] = Counting(seed=5)
+    gates_evaluate(candidate=fourth, incumbent=None, score=scorer(scores))
+    assert models["demo-base"].calls == 2 * items
 
 
 @pytest.mark.parametrize(("behaviour", "detector"), [
