@@ -121,10 +121,12 @@ def _gate(cycle: Cycle) -> None:
                              after={"blocked_by": report.as_dict()["blocked_by"]})
         return
     gates.gates_apply(candidate=cycle.candidate, report=report)
+    started = time.monotonic()
     try:
         deployments.canary_start(adapter=cycle.candidate, share=canary.CanaryPolicy.from_settings().share, actor="gates")
     except Conflict:  # a duplicate of this step started it first
         return
+    seconds["deploy"] = round(time.monotonic() - started, 2)  # from the gates' pass to the candidate serving its canary
     _move(cycle, Status.GATING, Status.CANARY, gate_report=report.as_dict(), stage_seconds=seconds, canary_started_at=timezone.now())
 
 

@@ -185,12 +185,12 @@ def naive_table(cycles: list[dict]) -> str:
 
 
 def cycle_times(history: dict[str, list[dict]]) -> str:
-    rows = [("organization", "cycle", "outcome", "train s", "gates s", "canary s")]
+    rows = [("organization", "cycle", "outcome", "train s", "gates s", "deploy s", "canary s")]
     for org, cycles in history.items():
         for k, cycle in enumerate(cycles, start=1):
             s = cycle.get("stage_seconds") or {}
             rows.append((org, str(k), cycle["status"], *(f"{s[stage]:.0f}" if s.get(stage) is not None else "-"
-                                                          for stage in ("train", "gates", "canary"))))
+                                                          for stage in ("train", "gates", "deploy", "canary"))))
     return "cycle stages (wall time)\n" + _table(rows)
 
 

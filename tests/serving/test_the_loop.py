@@ -85,4 +85,4 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
         run = tenant.client.get(f"/api/v1/training-runs/{state['training_run']}").json()
         other = globex if tenant is acme else acme
         assert not set(run["interaction_ids"]) & set(served[other.org.slug])  # lineage: never the other's
-        assert Cycle.objects.for_org(tenant.org).get().stage_seconds.keys() == {"train", "gates", "canary"}
+        assert Cycle.objects.for_org(tenant.org).get().stage_seconds.keys() == {"train", "gates", "deploy", "canary"}

@@ -109,7 +109,7 @@ def test_a_cycle_trains_gates_canaries_and_promotes_a_better_candidate(acme, tra
     done = cycles.cycle_advance(str(cycle.pk))
     assert done.status == Status.PROMOTED and done.canary_report["decision"] == "promote"
     assert route_of(org=acme.org).serving == done.candidate and route_of(org=acme.org).canary is None
-    assert set(done.stage_seconds) == {"train", "gates", "canary"}
+    assert set(done.stage_seconds) == {"train", "gates", "deploy", "canary"}
     assert gate_calls == [done.candidate.name]  # gated once
     assert cycles.cycle_advance(str(cycle.pk)).status == Status.PROMOTED  # a late duplicate changes nothing
 

@@ -152,7 +152,7 @@ class CycleSerializer(serializers.Serializer):
     trigger = serializers.ChoiceField(choices=TrainingRun.Trigger.choices)
     requested_by = serializers.CharField()
     error = serializers.CharField()
-    stage_seconds = serializers.JSONField(help_text="Wall time of each stage: train, gates, canary.")
+    stage_seconds = serializers.JSONField(help_text="Wall time of each stage: train, gates, deploy (the canary starting to serve), canary.")
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 

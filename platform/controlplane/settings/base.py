@@ -221,9 +221,9 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tenants.tasks.purge_expired_content",
         "schedule": crontab(minute=17),
     },
-    "training-tick": {  # start the runs that are due; resend those whose worker or message was lost
+    "training-tick": {  # start the cycles that are due, judge canaries, resend what a worker or the broker lost
         "task": "training.tasks.training_tick",
-        "schedule": 60.0,
+        "schedule": float(env_int("PLATFORM_TRAINING_TICK_S", 60, minimum=1)),
     },
 }
 # Training has its own queue, so that GPU workers take only training and a long run never
