@@ -21,6 +21,7 @@ Stops the platform at the end.
 """
 
 import argparse
+import os
 import time
 from collections.abc import Sequence
 
@@ -36,7 +37,8 @@ NAIVE_PERSONA = "typed_snake"  # strict users: most edits are rejected, so a spe
 NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0}}
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
-VERDICT_WAIT_S = 150  # the tick judges canaries every minute
+TICK_S = 10  # the scheduler's tick, which judges canaries: every minute by default, hours are seconds here
+VERDICT_WAIT_S = 3 * TICK_S
 MAX_EXTRA_ROUNDS = 4
 POLL_S = 3.0
 MATRIX_REQUESTS = 150
@@ -50,6 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     print(f"data directory of this run: {use_fresh_data_dir('loop')}")
+    os.environ.setdefault("PLATFORM_TRAINING_TICK_S", str(TICK_S))
     with running_platform(args.port) as url:
         orgs = [SimulatedOrg(name, Persona.load(name), create_org(name)) for name in PERSONAS]
         orgs.append(SimulatedOrg(NAIVE, Persona.load(NAIVE_PERSONA), create_org(NAIVE)))
@@ -98,7 +101,7 @@ def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, request
 
 
 def still_in_canary(apis: dict[str, Api], ids: dict[str, str], orgs: Sequence[SimulatedOrg]) -> list[SimulatedOrg]:
-    """The organizations whose canary has no verdict after VERDICT_WAIT_S (the tick judges every minute)."""
+    """The organizations whose canary has no verdict after VERDICT_WAIT_S (the tick judges them)."""
     deadline = time.monotonic() + VERDICT_WAIT_S
     while True:
         waiting = [org for org in orgs if apis[org.name].get(f"/api/v1/cycles/{ids[org.name]}")["status"] == "canary"]
