@@ -58,7 +58,7 @@ def test_on_policy_completions_get_the_rewards_of_their_feedback(acme, globex):
     served(globex.org)
     dataset = dataset_build(org=acme.org, incumbent=None, spec=SPEC)
     assert dataset.interaction_ids == [str(good.pk), str(bad.pk)]  # never another organization's
-    assert [e.reward for e in dataset.examples] == [pytest.approx(1.25), -1.0]
+    assert [e.reward for e in dataset.examples] == [pytest.approx(1.25), SPEC.weights["tool_call_invalid"]]
     assert all(e.behaviour_is_incumbent for e in dataset.examples) and dataset.off_policy == 0
     assert dataset.examples[0].sampled_logprobs == [-0.5, -0.25]
 

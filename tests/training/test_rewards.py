@@ -55,7 +55,9 @@ def test_the_reward_sums_event_weights_minus_latency():
     spec = RewardSpecValues(version=0)
     reward = interaction_reward(spec=spec, events=[("edit_accepted", None), ("edit_persisted", None)], latency_ms=2000)
     assert reward == pytest.approx(0.25 + 1.0 - 0.05 * 2)
-    assert interaction_reward(spec=spec, events=[("tool_call_invalid", None)], latency_ms=None) == -1.0
+    assert interaction_reward(spec=spec, events=[("tool_call_invalid", None)], latency_ms=None) == -2.0
+    worst_edit = interaction_reward(spec=spec, events=[("edit_rejected", None), ("dissatisfied_followup", None)], latency_ms=None)
+    assert interaction_reward(spec=spec, events=[("tool_call_invalid", None)], latency_ms=None) < worst_edit
 
 
 def test_a_task_outcome_is_spread_over_the_steps_of_the_task():
