@@ -6,7 +6,8 @@
 
 `cycle_advance` (a Celery task) takes a cycle one step further from wherever it is. Every
 transition is a compare-and-set on the cycle's status, so a duplicated, retried or late task
-finds the step done and does nothing. A training run that ends advances its cycle; the
+finds the step done and does nothing. A step whose model server does not answer is retried by
+its task with backoff before the cycle fails. A training run that ends advances its cycle; the
 scheduler's tick advances canaries (their verdict waits for feedback) and resends steps whose
 task was lost. One active cycle per organization (a database constraint).
 """
@@ -23,8 +24,9 @@ from django.utils import timezone
 
 from serving import canary, deployments, gates
 from serving.registry import adapter_files, base_model_dir
+from serving.vllm_api import VllmError
 from tenants.audit import audit_record
-from tenants.errors import Conflict, DomainError, NotFound
+from tenants.errors import Conflict, DomainError, NotFound, Unavailable
 from tenants.models import Organization, PrivacyPolicy
 from training import engine, runs
 from training.models import Cycle, TrainingRun
@@ -72,6 +74,11 @@ def run_ended(run: TrainingRun) -> None:
         cycle_advance(str(cycle.pk))
 
 
+class StepUnavailable(Exception):
+    """A step needed a model server that did not answer: the cycle stays where it was, and the
+    task retries the step later (`cycle_give_up` once it stops trying)."""
+
+
 def cycle_advance(cycle_id: str) -> Cycle | None:
     cycle = Cycle.objects.across_orgs().select_related("org", "candidate", "incumbent", "training_run").filter(pk=cycle_id).first()
     if cycle is None or cycle.status not in Cycle.ACTIVE:
@@ -79,10 +86,19 @@ def cycle_advance(cycle_id: str) -> Cycle | None:
     step = {Status.QUEUED: _start_training, Status.RUNNING: _after_training, Status.GATING: _gate, Status.CANARY: _judge_canary}
     try:
         step[cycle.status](cycle)
+    except (Unavailable, VllmError) as error:  # a replica restarting, overloaded, unreachable
+        raise StepUnavailable(f"{cycle.status}: {error}") from error
     except DomainError as error:
         _fail(cycle, cycle.status, error.message)
     cycle.refresh_from_db()
     return cycle
+
+
+def cycle_give_up(cycle_id: str, reason: str) -> None:
+    """Fail the cycle from wherever it is, with the reason: its step could not be done."""
+    cycle = Cycle.objects.across_orgs().select_related("org").filter(pk=cycle_id).first()
+    if cycle is not None and cycle.status in Cycle.ACTIVE:
+        _fail(cycle, cycle.status, reason)
 
 
 def _start_training(cycle: Cycle) -> None:

@@ -14,10 +14,21 @@ def train_run(run_id: str) -> None:
         cycles.run_ended(run)
 
 
-@shared_task(acks_late=True)
-def cycle_advance(cycle_id: str) -> None:
-    """One step of a cycle; a step already taken is not taken again."""
-    cycles.cycle_advance(cycle_id)
+STEP_RETRIES = 5  # a step that needs a model server is tried 6 times over about 15 minutes
+STEP_RETRY_S = 30  # before the first retry; doubled before each next one
+
+
+@shared_task(acks_late=True, bind=True)
+def cycle_advance(self, cycle_id: str) -> None:
+    """One step of a cycle; a step already taken is not taken again. A step whose model server
+    did not answer is retried with backoff, then the cycle fails with the reason."""
+    try:
+        cycles.cycle_advance(cycle_id)
+    except cycles.StepUnavailable as error:
+        if self.request.retries >= STEP_RETRIES:
+            cycles.cycle_give_up(cycle_id, f"{error} (tried {STEP_RETRIES + 1} times)")
+            return
+        raise self.retry(countdown=STEP_RETRY_S * 2 ** self.request.retries, max_retries=STEP_RETRIES) from error
 
 
 @shared_task

@@ -22,7 +22,8 @@ from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.recording import InteractionContent, interaction_record
 from tests.training.test_runs import rated, training  # noqa: F401  (fixture)
 from tests.training.test_runs import acme, globex, trainable  # noqa: F401  (fixtures)
-from training import cycles, runs
+from serving.vllm_api import VllmError
+from training import cycles, runs, tasks
 from training.models import Cycle, TrainingRun
 
 Status = Cycle.Status
@@ -164,6 +165,26 @@ def test_a_failed_training_fails_the_cycle_with_its_reason(acme, training, sent,
     cycles.run_ended(runs.run_execute(str(cycle.training_run.pk)))
     cycle.refresh_from_db()
     assert cycle.status == Status.FAILED and "Nothing to train on" in cycle.error
+
+
+def test_gates_whose_replica_does_not_answer_are_retried_then_the_cycle_fails(acme, training, sent, replicas, monkeypatch):
+    tries = []
+
+    def unreachable(**kwargs):
+        tries.append(1)
+        raise VllmError("/v1/chat/completions: vLLM at http://replica did not answer: connection refused")
+
+    monkeypatch.setattr(gates, "gates_evaluate", unreachable)
+    cycle = trained_cycle(acme.org)
+    with pytest.raises(cycles.StepUnavailable):
+        cycles.cycle_advance(str(cycle.pk))
+    assert Cycle.objects.for_org(acme.org).get().status == Status.GATING  # nothing lost: the step is tried again
+
+    tasks.cycle_advance.apply(args=[str(cycle.pk)])  # in process, a retry runs at once instead of after its countdown
+    failed = Cycle.objects.for_org(acme.org).get()
+    assert len(tries) == 1 + tasks.STEP_RETRIES + 1
+    assert failed.status == Status.FAILED and "did not answer" in failed.error and "tried 6 times" in failed.error
+    assert failed.candidate.status == AdapterVersion.Status.CANDIDATE and route_of(org=acme.org).canary is None
 
 
 def test_one_active_cycle_per_organization_and_none_without_training(acme, globex, training, sent):
