@@ -17,7 +17,7 @@ and prints the A/B table (base vs. final, with deltas and 95 % intervals), the m
 naive organization's detector figures and verdicts per cycle, and the cycles' stage times.
 Stops the platform at the end.
 
-    python -m demo.loop [--cycles 3] [--requests 400] [--port 8000]
+    python -m demo.loop [--cycles 3] [--requests 300] [--port 8000]
 """
 
 import argparse
@@ -41,13 +41,13 @@ TICK_S = 10  # the scheduler's tick, which judges canaries: every minute by defa
 VERDICT_WAIT_S = 3 * TICK_S
 MAX_EXTRA_ROUNDS = 4
 POLL_S = 3.0
-MATRIX_REQUESTS = 150
+MATRIX_REQUESTS = 100
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=3, help="specialization cycles (default 3)")
-    parser.add_argument("--requests", type=int, default=400, help="gateway calls per organization per round (default 400)")
+    parser.add_argument("--requests", type=int, default=300, help="gateway calls per organization per round (default 300)")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
     started = time.monotonic()
@@ -192,7 +192,7 @@ def cycle_times(history: dict[str, list[dict]]) -> str:
     for org, cycles in history.items():
         for k, cycle in enumerate(cycles, start=1):
             s = cycle.get("stage_seconds") or {}
-            rows.append((org, str(k), cycle["status"], *(f"{s[stage]:.0f}" if s.get(stage) is not None else "-"
+            rows.append((org, str(k), cycle["status"], *(f"{s[stage]:.1f}" if s.get(stage) is not None else "-"
                                                           for stage in ("train", "gates", "deploy", "canary"))))
     return "cycle stages (wall time)\n" + _table(rows)
 
