@@ -18,7 +18,6 @@ trainer's KL and clip fraction. Cycle 0 is the base model, the baseline of the s
 
 import argparse
 import json
-import os
 import random
 import sys
 import tempfile
@@ -59,7 +58,7 @@ def main() -> None:
     parser.add_argument("--config", type=json.loads, default={}, help="TrainConfig overrides, as JSON")
     parser.add_argument("--weights", type=json.loads, default={}, help="reward spec weights merged into the default's, as JSON")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("PLATFORM_DATA_DIR_BASE", ROOT / ".data")))
+    parser.add_argument("--data-dir", type=Path, default=ROOT / ".data", help="where the base model is cached (default .data)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -81,7 +80,7 @@ def run_persona(persona: Persona, *, model_dir: Path, config: TrainConfig, spec:
             prompts = [render_prompt(generate.sample_prompt(rng)) for _ in range(args.interactions)]
             samples = sample(model_dir, adapter, tokenizer, prompts, seed=args.seed * 1000 + cycle)
             judged = [(prompt, text, feedback_for(persona, prompt, text, rng)) for prompt, text, _ in samples]
-            row = {"cycle": cycle, **rates(persona, judged)}
+            row = {"cycle": cycle, **rates(judged)}
             if cycle < args.cycles:
                 examples = [
                     Example(prompt_ids=ids[0], completion_ids=ids[1], sampled_logprobs=ids[2], group=prompt,
@@ -129,7 +128,7 @@ def sample(model_dir: Path, adapter: Path | None, tokenizer, prompts: list[str],
     return out
 
 
-def rates(persona: Persona, judged) -> dict:
+def rates(judged) -> dict:
     counts = Counter()
     for prompt, text, events in judged:
         types = {e.type for e in events}
