@@ -134,7 +134,7 @@ def gates_evaluate(*, candidate: AdapterVersion, incumbent: AdapterVersion | Non
     thresholds = thresholds or Thresholds()
     adapter_load_everywhere(candidate)  # sampled before it serves: loaded, not routed
     url = replica_urls()[0]
-    incumbent_name = incumbent.name if incumbent else settings.SERVING_BASE_MODEL_NAME
+    incumbent_name = _served_name(incumbent)
     checks = [
         tenant_suite_check(org=candidate.org, candidate=candidate, incumbent=incumbent, score=score, thresholds=thresholds),
         *global_suite_checks(url=url, candidate=candidate, incumbent=incumbent, thresholds=thresholds),
@@ -259,8 +259,7 @@ def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None]) 
     def sample(job):
         model, index = job
         item = suite.items[index]
-        served = model.name if model else settings.SERVING_BASE_MODEL_NAME
-        text, tokens = vllm_api.chat_sample(url, model=served, messages=item.messages, max_tokens=suite.max_tokens)
+        text, tokens = vllm_api.chat_sample(url, model=_served_name(model), messages=item.messages, max_tokens=suite.max_tokens)
         return model, index, {**suite.score(item, text), "tokens": tokens}
 
     sampled = {model: [None] * len(suite.items) for model in missing}
@@ -291,6 +290,10 @@ def _suite_fingerprint(suite) -> str:
     items = [[item.messages, item.ambiguous] for item in suite.items]
     content = json.dumps([settings.GATES_GLOBAL_SUITE, suite.max_tokens, items], sort_keys=True, default=str)
     return hashlib.sha256(content.encode()).hexdigest()
+
+
+def _served_name(model: AdapterVersion | None) -> str:
+    return model.name if model else settings.SERVING_BASE_MODEL_NAME
 
 
 def _result_name(model: AdapterVersion | None) -> str:

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from serving import canary, deployments, gates
 from serving.registry import adapter_files, base_model_dir
+from serving.statistics import mean
 from serving.vllm_api import VllmError
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError, NotFound, Unavailable
@@ -175,7 +176,7 @@ def score_completions(adapter, pairs: list[tuple[list[int], list[int]]]) -> list
     the base model), computed by the training engine on this worker."""
     logprobs = engine.completion_logprobs(base_model_dir=base_model_dir(), adapter_dir=adapter_files(adapter) if adapter else None,
                                           pairs=pairs, device=settings.TRAINING_DEVICE)
-    return [sum(values) / len(values) if values else 0.0 for values in logprobs]
+    return [mean(values) for values in logprobs]
 
 
 def _end_canary(cycle: Cycle, outcome: str, report) -> None:

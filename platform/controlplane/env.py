@@ -35,13 +35,21 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    return _env_number(name, default, int, "an integer", minimum)
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    return _env_number(name, default, float, "a number", minimum)
+
+
+def _env_number(name: str, default, parse, kind: str, minimum):
     value = os.environ.get(name, "").strip()
     if value == "":
         return default
     try:
-        number = int(value)
+        number = parse(value)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from None
+        raise ImproperlyConfigured(f"{name}={value!r} is not {kind}.") from None
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}={number} is below its minimum of {minimum}.")
     return number
@@ -66,15 +74,3 @@ def env_json_object(name: str, default: dict) -> dict:
         raise ImproperlyConfigured(f"{name} must be a JSON object, not {type(parsed).__name__}.")
     return parsed
 
-
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    value = os.environ.get(name, "").strip()
-    if value == "":
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={value!r} is not a number.") from None
-    if minimum is not None and number < minimum:
-        raise ImproperlyConfigured(f"{name}={number} is below its minimum of {minimum}.")
-    return number
