@@ -17,7 +17,9 @@ it tolerates and its verdict; the candidate passes when every check does.
   run as a candidate, the base model's those of the first organization's gate run, so a gate
   run samples only its candidate.
 - hacking detectors, on the same samples: invalid tool calls, asks on clear prompts, edits,
-  response length. No significant rise.
+  response length. No significant rise. Invalid tool calls and asks on clear prompts, the two
+  a careless reward spec pays for, are also held against the base model: a hack that rises by
+  less than the tolerance each cycle passes every comparison with the incumbent, never this one.
 
 A check fails only when its interval lies wholly beyond the tolerated change: noise never blocks
 a candidate, and a regression the sample cannot show is not claimed.
@@ -86,12 +88,17 @@ class Check:
     gate: str  # "tenant_suite", "global_suite" or "hacking"
     name: str
     candidate: float
-    incumbent: float
-    interval: tuple[float, float]  # 95 % interval of candidate - incumbent
+    reference: float  # the figure of the model the candidate is held against
+    interval: tuple[float, float]  # 95 % interval of candidate - reference
     threshold: float
     passed: bool
     samples: int
     note: str = ""
+    against: str = "incumbent"  # the reference: "incumbent" or "base"
+
+    @property
+    def label(self) -> str:
+        return self.name if self.against == "incumbent" else f"{self.name} vs. {self.against}"
 
 
 @dataclass(frozen=True)
@@ -107,20 +114,20 @@ class GateReport:
         return [check for check in self.checks if not check.passed]
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "blocked_by": [check.name for check in self.failed]}
+        return {**asdict(self), "blocked_by": [check.label for check in self.failed]}
 
 
-def no_regression(gate: str, name: str, candidate: float, incumbent: float, interval, threshold: float,
+def no_regression(gate: str, name: str, candidate: float, reference: float, interval, threshold: float,
                   samples: int, note: str = "") -> Check:
     """Higher is better: fails when even the interval's best case loses more than the threshold."""
-    return Check(gate, name, candidate, incumbent, interval, threshold, interval[1] >= -threshold, samples, note)
+    return Check(gate, name, candidate, reference, interval, threshold, interval[1] >= -threshold, samples, note)
 
 
-def no_rise(gate: str, name: str, candidate: float, incumbent: float, interval, threshold: float, samples: int,
-            note: str = "") -> Check:
+def no_rise(gate: str, name: str, candidate: float, reference: float, interval, threshold: float, samples: int,
+            note: str = "", against: str = "incumbent") -> Check:
     """Lower is better (a hacking detector, say): fails when even the interval's best case rises
     more than the threshold."""
-    return Check(gate, name, candidate, incumbent, interval, threshold, interval[0] <= threshold, samples, note)
+    return Check(gate, name, candidate, reference, interval, threshold, interval[0] <= threshold, samples, note, against)
 
 
 # (model: a version, or None for the base; [(prompt ids, completion ids)]) -> mean token logprob of each
@@ -219,8 +226,8 @@ class _Tally:
 
 def global_suite_checks(*, url: str, candidate: AdapterVersion, incumbent: AdapterVersion | None, thresholds: Thresholds) -> list[Check]:
     suite = import_string(settings.GATES_GLOBAL_SUITE)()
-    verdicts = suite_verdicts(url=url, suite=suite, models=[candidate, incumbent])
-    c, i = (_tally(suite, verdicts[model]) for model in (candidate, incumbent))
+    verdicts = suite_verdicts(url=url, suite=suite, models=[candidate, incumbent, None])
+    c, i, b = (_tally(suite, verdicts[model]) for model in (candidate, incumbent, None))
     n = len(suite.items)
 
     def rates(c_hits: int, c_n: int, i_hits: int, i_n: int) -> tuple[float, float, tuple[float, float]]:
@@ -234,7 +241,7 @@ def global_suite_checks(*, url: str, candidate: AdapterVersion, incumbent: Adapt
     edits = rates(c.count("edit"), n, i.count("edit"), n)
     length_interval = bootstrap_difference_interval(c.lengths, i.lengths, mean, resamples=1000)
     base_length = max(mean(i.lengths), 1.0)
-    return [
+    checks = [
         no_regression("global_suite", "valid_tool_call_rate", *valid, thresholds.valid_tool_call_rate, n),
         no_regression("global_suite", "correct_body_rate", *correct, thresholds.correct_body_rate, len(c.correct)),
         no_regression("global_suite", "right_call_rate", *right_call, thresholds.right_call_rate, n),
@@ -245,6 +252,14 @@ def global_suite_checks(*, url: str, candidate: AdapterVersion, incumbent: Adapt
                 (length_interval[0] / base_length, length_interval[1] / base_length), thresholds.response_length, n,
                 note="mean completion tokens; interval and threshold relative to the incumbent's mean"),
     ]
+    if incumbent is not None:  # the same two detectors against the base model, so that a slow hack cannot ratchet
+        invalid = rates(c.count("invalid"), n, b.count("invalid"), n)
+        asks = rates(sum(c.asked_on_clear), len(c.asked_on_clear), sum(b.asked_on_clear), len(b.asked_on_clear))
+        checks += [
+            no_rise("hacking", "invalid_tool_call_rate", *invalid, thresholds.invalid_tool_call_rate, n, against="base"),
+            no_rise("hacking", "ask_rate_on_clear", *asks, thresholds.ask_rate_on_clear, len(c.asked_on_clear), against="base"),
+        ]
+    return checks
 
 
 def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None]) -> dict:
@@ -339,7 +354,7 @@ def gates_apply(*, candidate: AdapterVersion, report: GateReport) -> Alert | Non
     fired = [check for check in report.failed if check.gate == "hacking"]
     if not fired:
         return None
-    names = ", ".join(f"{c.name} {c.incumbent:.3f} -> {c.candidate:.3f}" for c in fired)
+    names = ", ".join(f"{c.label} {c.reference:.3f} -> {c.candidate:.3f}" for c in fired)
     return Alert.objects.create(org=candidate.org, kind=Alert.Kind.REWARD_HACKING, adapter=candidate,
                                 message=f"{candidate.name} was blocked: the reward is being gamed ({names}).",
                                 figures=[asdict(check) for check in fired])

@@ -111,7 +111,7 @@ def test_a_planted_regression_is_blocked_by_the_global_suite(acme, scripted, tmp
     assert not report.passed
     assert [c.name for c in report.failed] == ["correct_body_rate"]
     check = report.failed[0]
-    assert check.gate == "global_suite" and check.candidate < check.incumbent and check.interval[1] < -check.threshold
+    assert check.gate == "global_suite" and check.candidate < check.reference and check.interval[1] < -check.threshold
 
 
 def test_each_model_is_sampled_on_the_suite_once(acme, globex, scripted, tmp_path, settings):
@@ -148,6 +148,19 @@ def test_a_planted_hacking_candidate_trips_its_detector(acme, scripted, tmp_path
     assert failed[detector].interval[0] > failed[detector].threshold
 
 
+def test_a_hack_that_creeps_under_the_tolerance_is_held_against_the_base_model(acme, scripted, tmp_path):
+    models, scores = scripted
+    incumbent, candidate = candidate_of(acme.org, tmp_path), candidate_of(acme.org, tmp_path)
+    models.update({"demo-base": ScriptedModel(seed=1), incumbent.name: ScriptedModel(ask_on_clear=0.25, seed=2),
+                   candidate.name: ScriptedModel(ask_on_clear=0.28, seed=3)})
+    report = gates_evaluate(candidate=candidate, incumbent=incumbent, score=scorer(scores))
+    asks = {c.against: c for c in report.checks if c.name == "ask_rate_on_clear"}
+    assert asks["incumbent"].passed  # a few points more than last cycle: within the noise
+    assert not asks["base"].passed and asks["base"].reference < 0.15 and asks["base"].candidate > 0.2
+    assert report.as_dict()["blocked_by"] == ["ask_rate_on_clear vs. base"]
+    assert {c.name for c in report.checks if c.against == "base"} == {"ask_rate_on_clear", "invalid_tool_call_rate"}
+
+
 def held_out_feedback(org, *, good: int, bad: int):
     """Interactions with stored tokens and decisive feedback; completion ids tell them apart."""
     made = []
@@ -175,7 +188,7 @@ def test_the_tenant_suite_blocks_a_candidate_that_prefers_the_bad_completions(ac
     report = gates_evaluate(candidate=candidate, incumbent=None, score=scorer(scores))
     assert [c.name for c in report.failed] == ["preference_auc"]
     check = report.failed[0]
-    assert check.incumbent > 0.8 and check.candidate < 0.2 and check.samples == 60
+    assert check.reference > 0.8 and check.candidate < 0.2 and check.samples == 60
 
 
 def test_thresholds_come_from_the_organization_and_unknown_ones_are_ignored():

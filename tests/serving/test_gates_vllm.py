@@ -49,6 +49,6 @@ def test_a_gate_run_samples_the_suite_from_the_candidate_and_the_incumbent(gatew
     global_checks = [c for c in report.checks if c.gate != "tenant_suite"]
     assert len(global_checks) == 7 and all(c.samples > 0 or c.name == "correct_body_rate" for c in global_checks)
     length = next(c for c in report.checks if c.name == "response_length")
-    assert 0 < length.candidate <= TinySuite.max_tokens and 0 < length.incumbent <= TinySuite.max_tokens
+    assert 0 < length.candidate <= TinySuite.max_tokens and 0 < length.reference <= TinySuite.max_tokens
     assert candidate.name in vllm_api.served_models(vllm.url)  # loaded to be sampled, not routed
     assert registry.route_of(org=acme.org).serving == incumbent
