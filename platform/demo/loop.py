@@ -11,13 +11,17 @@ ones; plus one with a naive reward spec (no penalty for invalid tool calls or fo
                  the last cycle, gates, then a canary on half of its end users during round k,
                  promoted or rolled back on the A/B figures
     final round  everyone on what their organization serves now
-    matrix       each organization's adapter on each organization's users
+    matrix       each organization's adapter on the other organizations' users (on its own:
+                 the final round)
 
 and prints the A/B table (base vs. final, with deltas and 95 % intervals), the matrix, the
 naive organization's detector figures and verdicts per cycle, and the cycles' stage times.
 Stops the platform at the end.
 
-    python -m demo.loop [--cycles 3] [--requests 300] [--port 8000]
+    python -m demo.loop [--cycles 3] [--requests 200] [--port 8000]
+
+Hours of production are compressed into seconds: the scheduler ticks every 10 s and a canary
+decides on 60 settled outcomes per arm (production defaults: a minute, 100).
 """
 
 import argparse
@@ -38,6 +42,7 @@ NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
 TICK_S = 10  # the scheduler's tick, which judges canaries: every minute by default, hours are seconds here
+CANARY_MIN_INTERACTIONS = 60  # per arm: one round's traffic, so a verdict does not wait for another
 VERDICT_WAIT_S = 3 * TICK_S
 MAX_EXTRA_ROUNDS = 4
 POLL_S = 3.0
@@ -47,12 +52,13 @@ MATRIX_REQUESTS = 100
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=3, help="specialization cycles (default 3)")
-    parser.add_argument("--requests", type=int, default=300, help="gateway calls per organization per round (default 300)")
+    parser.add_argument("--requests", type=int, default=200, help="gateway calls per organization per round (default 200)")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
     started = time.monotonic()
     print(f"data directory of this run: {use_fresh_data_dir('loop')}")
     os.environ.setdefault("PLATFORM_TRAINING_TICK_S", str(TICK_S))
+    os.environ.setdefault("PLATFORM_CANARY_MIN_INTERACTIONS", str(CANARY_MIN_INTERACTIONS))
     with running_platform(args.port) as url:
         orgs = [SimulatedOrg(name, Persona.load(name), create_org(name)) for name in PERSONAS]
         orgs.append(SimulatedOrg(NAIVE, Persona.load(NAIVE_PERSONA), create_org(NAIVE)))
@@ -82,7 +88,7 @@ def main() -> None:
         serving = {org.name: apis[org.name].get("/api/v1/adapters") for org in orgs}
         matrix = measure_matrix(url, [org for org in orgs if org.name != NAIVE], serving)
     print("\n" + ab_table(base, final))
-    print("\n" + matrix_table(matrix))
+    print("\n" + matrix_table({**matrix, **{(name, name): final[name] for name in PERSONAS}}))
     print("\n" + naive_table(history[NAIVE]))
     print("\n" + cycle_times(history))
     print(f"\n{time.monotonic() - started:.0f} s in all")
@@ -143,12 +149,13 @@ def describe_outcome(org: str, cycle: dict) -> str:
 
 
 def measure_matrix(url: str, orgs: Sequence[SimulatedOrg], serving: dict[str, list]) -> dict[tuple[str, str], OrgTraffic]:
-    """Each organization's serving adapter asked by its own key, judged by each organization's users."""
-    print(f"\n== matrix: each adapter on each organization's users, {MATRIX_REQUESTS} calls each", flush=True)
+    """Each organization's serving adapter asked by its own key, judged by each other organization's users."""
+    print(f"\n== matrix: each adapter on the other organizations' users, {MATRIX_REQUESTS} calls each", flush=True)
     runs = []
     for owner in orgs:
         adapter = next((a["name"] for a in serving[owner.name] if a["status"] == "serving"), "default")
-        runs += [SimulatedOrg(f"{owner.name}>{users.name}", users.persona, owner.api_key, model=adapter) for users in orgs]
+        runs += [SimulatedOrg(f"{owner.name}>{users.name}", users.persona, owner.api_key, model=adapter)
+                 for users in orgs if users is not owner]
     traffic = run_traffic(url=url, orgs=runs, requests=MATRIX_REQUESTS, concurrency=2, seed=99, time_scale=2e-4, task_share=0.0)
     return {tuple(name.split(">")): result for name, result in traffic.items()}
 
@@ -173,16 +180,17 @@ def matrix_table(matrix: dict[tuple[str, str], OrgTraffic]) -> str:
     rows = [("adapter \\ users", *users)]
     for owner in owners:
         rows.append((owner, *(format_rate(matrix[owner, u].events.get("edit_persisted", 0), matrix[owner, u].served) for u in users)))
-    return "edit-persisted rate of each organization's adapter on each organization's users\n" + _table(rows)
+    return ("edit-persisted rate of each organization's adapter on each organization's users "
+            f"(own users: the final round; others: {MATRIX_REQUESTS} calls)\n" + _table(rows))
 
 
 def naive_table(cycles: list[dict]) -> str:
-    rows = [("cycle", "candidate", "verdict", "detector: incumbent -> candidate [interval of the rise]")]
+    rows = [("cycle", "candidate", "verdict", "detector: reference -> candidate [interval of the rise]")]
     for k, cycle in enumerate(cycles, start=1):
         report = cycle.get("gate_report") or {}
         for check in (c for c in report.get("checks", []) if c["gate"] == "hacking"):
             rows.append((str(k), cycle["adapter"] or "-", cycle["status"],
-                         f"{check['name']}: {check['incumbent']:.3f} -> {check['candidate']:.3f} "
+                         f"{check['name']} (vs. {check['against']}): {check['reference']:.3f} -> {check['candidate']:.3f} "
                          f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] {'ok' if check['passed'] else 'FIRED'}"))
     return f"the naive organization ({NAIVE_SPEC}): hacking detectors per cycle\n" + _table(rows)
 
