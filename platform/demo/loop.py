@@ -165,13 +165,21 @@ def ab_table(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> str:
     for org in base:
         b, f = base[org], final[org]
         for metric, event in (("edit persisted", "edit_persisted"), ("dissatisfied follow-up", "dissatisfied_followup")):
-            low, high = rate_difference(f.events.get(event, 0), f.served, b.events.get(event, 0), b.served)
-            rows.append((org, metric, format_rate(b.events.get(event, 0), b.served), format_rate(f.events.get(event, 0), f.served),
-                         f"{f.per_served(event) - b.per_served(event):+.3f} [{low:+.3f}, {high:+.3f}]"))
+            rows.append(_rate_row(org, metric, (b.events.get(event, 0), b.requests), (f.events.get(event, 0), f.requests)))
+        rows.append(_rate_row(org, "background task success", (b.task_successes, len(b.task_outcomes)),
+                              (f.task_successes, len(f.task_outcomes))))
         delta, (low, high) = latency_difference(f.latencies_ms, b.latencies_ms)
         rows.append((org, "latency mean (ms)", f"{_mean(b.latencies_ms):.0f}", f"{_mean(f.latencies_ms):.0f}",
                      f"{delta:+.0f} [{low:+.0f}, {high:+.0f}]"))
-    return "A/B: base model vs. after the last cycle, on each organization's own users\n" + _table(rows)
+    return ("A/B: base model vs. after the last cycle, on each organization's own users (rates per request "
+            "outside background tasks, whose steps get only the task's outcome)\n" + _table(rows))
+
+
+def _rate_row(org: str, metric: str, base: tuple[int, int], final: tuple[int, int]) -> tuple[str, ...]:
+    (b_hits, b_n), (f_hits, f_n) = base, final
+    low, high = rate_difference(f_hits, f_n, b_hits, b_n)
+    change = (f_hits / f_n if f_n else 0.0) - (b_hits / b_n if b_n else 0.0)
+    return org, metric, format_rate(b_hits, b_n), format_rate(f_hits, f_n), f"{change:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
 def matrix_table(matrix: dict[tuple[str, str], OrgTraffic]) -> str:
@@ -179,7 +187,7 @@ def matrix_table(matrix: dict[tuple[str, str], OrgTraffic]) -> str:
     users = sorted({user for _, user in matrix})
     rows = [("adapter \\ users", *users)]
     for owner in owners:
-        rows.append((owner, *(format_rate(matrix[owner, u].events.get("edit_persisted", 0), matrix[owner, u].served) for u in users)))
+        rows.append((owner, *(format_rate(matrix[owner, u].events.get("edit_persisted", 0), matrix[owner, u].requests) for u in users)))
     return ("edit-persisted rate of each organization's adapter on each organization's users "
             f"(own users: the final round; others: {MATRIX_REQUESTS} calls)\n" + _table(rows))
 

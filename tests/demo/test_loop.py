@@ -25,9 +25,12 @@ def test_differences_match_newcombes_example_and_latency_shifts_are_found():
     assert delta == 10.0 and 5 < low <= 10 <= high < 15
 
 
-def traffic(persisted: int, served: int, latency: float = 100.0) -> OrgTraffic:
-    return OrgTraffic(org="acme", persona="typed_snake", served=served, by_model={"demo-base": served},
-                      events={"edit_persisted": persisted}, failures={}, latencies_ms=[latency] * served, tasks=0, task_outcomes=[])
+def traffic(persisted: int, served: int, latency: float = 100.0, task_outcomes: tuple[float, ...] = ()) -> OrgTraffic:
+    """`served` requests, plus one call per task outcome made as a background task's step."""
+    calls = served + len(task_outcomes)
+    return OrgTraffic(org="acme", persona="typed_snake", served=calls, requests=served, by_model={"demo-base": calls},
+                      events={"edit_persisted": persisted}, failures={}, latencies_ms=[latency] * calls,
+                      tasks=len(task_outcomes), task_outcomes=list(task_outcomes))
 
 
 def test_the_ab_table_shows_base_final_and_the_delta_with_its_interval():
@@ -35,6 +38,14 @@ def test_the_ab_table_shows_base_final_and_the_delta_with_its_interval():
     persisted = next(line for line in lines if "edit persisted" in line)
     assert format_rate(14, 400) in persisted and format_rate(160, 400) in persisted and "+0.365" in persisted
     assert "-10" in next(line for line in lines if "latency" in line)
+
+
+def test_background_task_steps_do_not_dilute_the_rates_and_task_success_has_its_own_row():
+    base, final = traffic(14, 400, task_outcomes=(0.0,) * 40), traffic(160, 400, task_outcomes=(1.0,) * 10 + (0.0,) * 30)
+    lines = ab_table({"acme": base}, {"acme": final}).splitlines()
+    assert "+0.365" in next(line for line in lines if "edit persisted" in line)  # 160/400 - 14/400, not per 440 calls
+    tasks = next(line for line in lines if "task success" in line)
+    assert format_rate(0, 40) in tasks and format_rate(10, 40) in tasks and "+0.250" in tasks
 
 
 def test_the_matrix_has_a_row_per_adapter_and_a_column_per_users():

@@ -294,6 +294,7 @@ def test_background_task_steps_share_a_task_id_and_get_one_late_outcome_and_no_s
     step_ids = {call.interaction_id for call in chat.calls if call.task_id}
     assert not step_ids & {event["interaction_id"] for event in api.events()}
     assert traffic.task_outcomes == [1.0] * len(steps)  # every step a correct edit STRICT keeps
+    assert traffic.requests == 40 - sum(steps.values()) and traffic.task_successes == len(steps)
 
 
 def test_the_task_share_is_the_share_of_calls_made_in_background_tasks():

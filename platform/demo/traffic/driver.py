@@ -62,6 +62,7 @@ class Job:
 class Call:
     model: str
     latency_ms: float
+    in_task: bool  # a background task's step: its user reports only the task's outcome
 
 
 @dataclass
@@ -143,6 +144,7 @@ def tally(*, org: SimulatedOrg, results: Sequence[JobResult], outbox: Outbox) ->
         org=org.name,
         persona=org.persona.name,
         served=len(calls),
+        requests=sum(not call.in_task for call in calls),
         by_model=dict(Counter(call.model for call in calls)),
         events=dict(outbox.delivery.sent),
         failures=dict(failures + outbox.delivery.failed),
@@ -190,7 +192,7 @@ def _call(tenant: Tenant, *, prompt: str, user: str, task_id: str | None, result
     except ChatFailed as failure:
         result.failures.append(f"chat {failure.status}")
         return None
-    result.calls.append(Call(served.model, (time.perf_counter() - start) * 1000))
+    result.calls.append(Call(served.model, (time.perf_counter() - start) * 1000, in_task=task_id is not None))
     return served
 
 

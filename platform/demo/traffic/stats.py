@@ -13,6 +13,7 @@ class OrgTraffic:
     org: str
     persona: str
     served: int  # gateway calls answered
+    requests: int  # of those, the ones outside background tasks: their users react to each
     by_model: Mapping[str, int]  # served, by the adapter version (or base model) that answered
     events: Mapping[str, int]  # feedback events the platform stored, by type (task_outcome included)
     failures: Mapping[str, int]  # by "<what> <status>": chat calls, task openings, events not stored
@@ -22,11 +23,11 @@ class OrgTraffic:
 
     @property
     def edit_persisted_rate(self) -> float:
-        return self.per_served("edit_persisted")
+        return self.per_request("edit_persisted")
 
     @property
     def dissatisfied_rate(self) -> float:
-        return self.per_served("dissatisfied_followup")
+        return self.per_request("dissatisfied_followup")
 
     @property
     def latency_p50_ms(self) -> float | None:
@@ -40,9 +41,14 @@ class OrgTraffic:
     def task_outcome_mean(self) -> float | None:
         return sum(self.task_outcomes) / len(self.task_outcomes) if self.task_outcomes else None
 
-    def per_served(self, event_type: str) -> float:
-        """Feedback events of the type per served call."""
-        return self.events.get(event_type, 0) / self.served if self.served else 0.0
+    @property
+    def task_successes(self) -> int:
+        return sum(outcome == 1.0 for outcome in self.task_outcomes)
+
+    def per_request(self, event_type: str) -> float:
+        """Feedback events of the type per answered request: a background task's steps get none
+        of their own, so they would only dilute the rate."""
+        return self.events.get(event_type, 0) / self.requests if self.requests else 0.0
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
