@@ -47,7 +47,8 @@ def test_a_gate_run_samples_the_suite_from_the_candidate_and_the_incumbent(gatew
     report = gates_evaluate(candidate=candidate, incumbent=incumbent, score=score_completions)
     assert report.candidate == candidate.name and report.incumbent == incumbent.name
     global_checks = [c for c in report.checks if c.gate != "tenant_suite"]
-    assert len(global_checks) == 7 and all(c.samples > 0 or c.name == "correct_body_rate" for c in global_checks)
+    assert len(global_checks) == 9 and all(c.samples > 0 or c.name == "correct_body_rate" for c in global_checks)
+    assert [c.name for c in global_checks if c.against == "base"] == ["invalid_tool_call_rate", "ask_rate_on_clear"]
     length = next(c for c in report.checks if c.name == "response_length")
     assert 0 < length.candidate <= TinySuite.max_tokens and 0 < length.reference <= TinySuite.max_tokens
     assert candidate.name in vllm_api.served_models(vllm.url)  # loaded to be sampled, not routed

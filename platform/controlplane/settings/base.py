@@ -227,9 +227,11 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 # Training has its own queue, so that GPU workers take only training and a long run never
-# delays the housekeeping tasks of the default queue (`manage.py up`'s one worker takes both).
-CELERY_TASK_ROUTES = {"training.tasks.train_run": {"queue": "training"}}
-WORKER_QUEUES = ("celery", "training")  # what `manage.py up` and the tests' workers consume
+# delays the default queue: cycles, gates (sampling through vLLM) and housekeeping.
+# `manage.py up` runs one worker for each; the tests' worker takes both.
+DEFAULT_QUEUE, TRAINING_QUEUE = "celery", "training"
+CELERY_TASK_ROUTES = {"training.tasks.train_run": {"queue": TRAINING_QUEUE}}
+WORKER_QUEUES = (DEFAULT_QUEUE, TRAINING_QUEUE)
 
 LOGGING = {
     "version": 1,

@@ -2,10 +2,10 @@
 
 Like `airflow standalone`: migrates the database, starts vLLM with the base model (unless
 PLATFORM_VLLM_URLS names running replicas), loads every routed adapter into it, then the web
-server (uvicorn, ASGI), a Celery worker and the scheduler (beat). Prints
-`ready: http://127.0.0.1:<port>` once requests can be served, and on Ctrl-C or SIGTERM
-stops all it started, web server first, vLLM last. If any of them dies, it stops the rest
-and exits with an error naming it.
+server (uvicorn, ASGI), two Celery workers (the default queue's and training's) and the
+scheduler (beat). Prints `ready: http://127.0.0.1:<port>` once requests can be served, and on
+Ctrl-C or SIGTERM stops all it started, web server first, vLLM last. If any of them dies, it
+stops the rest and exits with an error naming it.
 """
 
 import os
@@ -30,7 +30,7 @@ STOP_TIMEOUT_S = 20.0
 
 
 class Command(BaseCommand):
-    help = "Start vLLM, the web server, a worker and the scheduler on these settings; stop them on Ctrl-C."
+    help = "Start vLLM, the web server, the workers and the scheduler on these settings; stop them on Ctrl-C."
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000, help="the web server's port (default 8000)")
@@ -53,8 +53,10 @@ class Command(BaseCommand):
             # One by one, so that if one fails to start, those already started are stopped.
             children.append(_Child("web server", [sys.executable, "-m", "uvicorn", "controlplane.asgi:application",
                                                   "--host", host, "--port", str(port), "--no-access-log"], env, logs / "web.log"))
-            children.append(_Child("worker", [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--loglevel=INFO",
-                                              "--concurrency=1", "-Q", ",".join(settings.WORKER_QUEUES), "--without-gossip", "--without-mingle"], env, logs / "worker.log"))
+            # Two workers, so that one organization's gates sample through vLLM while another's
+            # candidate trains: as in production, where training workers own the accelerators.
+            children.append(_worker("worker", settings.DEFAULT_QUEUE, env, logs / "worker.log"))
+            children.append(_worker("training worker", settings.TRAINING_QUEUE, env, logs / "training-worker.log"))
             children.append(_Child("scheduler", [sys.executable, "-m", "celery", "-A", "controlplane", "beat", "--loglevel=INFO"],
                                    env, logs / "beat.log"))
             url = f"http://{host}:{port}"
@@ -84,6 +86,11 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"starting vLLM with {model_dir} (log: {logs / 'vllm.log'}) ...")
         return VllmProcess(options, log_path=logs / "vllm.log").start()
+
+
+def _worker(name: str, queue: str, env: dict, log_path: Path) -> "_Child":
+    return _Child(name, [sys.executable, "-m", "celery", "-A", "controlplane", "worker", "--loglevel=INFO", "--concurrency=1",
+                         "-Q", queue, "-n", f"{queue}@%h", "--without-gossip", "--without-mingle"], env, log_path)
 
 
 class _Child:
