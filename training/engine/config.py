@@ -13,7 +13,10 @@ ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj
 @dataclass(frozen=True)
 class TrainConfig:
     # Optimization
-    learning_rate: float = 5e-4  # AdamW, constant: a cycle is a few dozen steps, too short for a schedule
+    # AdamW, constant: a cycle is a few dozen steps, too short for a schedule. With 110 examples
+    # per cycle (what a canary round leaves on-policy) 1e-3 gained +37 to +41 points in three
+    # cycles where 5e-4 gained +22 (typed_snake), and 2e-3 was erratic (benchmarks/offline_loop.py).
+    learning_rate: float = 1e-3
     # Passes over the cycle's examples. Served data is what a cycle is short of: at 2, 270
     # examples per cycle gained +23 to +33 points in three cycles; at 4, +44 to +47 with 270 and
     # +36 to +44 with 180 (benchmarks/offline_loop.py), the clip keeping each pass near the incumbent.
