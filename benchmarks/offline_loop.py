@@ -1,7 +1,8 @@
 """The specialization loop without the platform, to tune the trainer: sample, judge, train, repeat.
 
     .venv/bin/python benchmarks/offline_loop.py [--personas typed_snake,tab_terse] [--cycles 3]
-        [--interactions 400] [--config '{"learning_rate": 1e-3}'] [--weights '{"edit_reverted": -0.5}'] [--json]
+        [--interactions 400] [--config '{"learning_rate": 1e-3}'] [--weights '{"edit_reverted": -0.5}']
+        [--canary-share 0.6] [--seed 0] [--json]
 
 Per persona and cycle: N demo prompts (a fresh seeded draw per cycle) are sampled from the
 current policy with transformers at temperature 1, as the server samples them; the persona's
@@ -10,6 +11,8 @@ the reward spec (the default, with --weights merged in) turns each interaction's
 its reward; the engine trains the current adapter on them (--config overrides TrainConfig);
 the result is the next cycle's policy. What the platform adds around this (recording, the
 held-out share, gates, canary) is left out, so a trainer change shows its effect in minutes.
+With --canary-share, a cycle's data mixes the current policy's samples with the previous one's,
+trained on as off-policy examples, as after a canary round (its figures: the current policy's).
 
 Reports per cycle the edit-persisted rate with its 95 % Wilson interval, the rates of edits
 meeting the required preferences, invalid tool calls and asks on clear prompts, and the
@@ -57,6 +60,9 @@ def main() -> None:
     parser.add_argument("--interactions", type=int, default=400, help="sampled per cycle (default 400)")
     parser.add_argument("--config", type=json.loads, default={}, help="TrainConfig overrides, as JSON")
     parser.add_argument("--weights", type=json.loads, default={}, help="reward spec weights merged into the default's, as JSON")
+    parser.add_argument("--canary-share", type=float, default=1.0,
+                        help="after the first cycle, the share of each cycle's prompts the current policy answers; the rest the "
+                             "policy before it answers, trained on as off-policy examples, as a canary round leaves them (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".data", help="where the base model is cached (default .data)")
     parser.add_argument("--json", action="store_true")
@@ -73,24 +79,27 @@ def main() -> None:
 
 def run_persona(persona: Persona, *, model_dir: Path, config: TrainConfig, spec: RewardSpecValues, args) -> list[dict]:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    rows, adapter = [], None
+    rows, adapter, previous = [], None, None
     with tempfile.TemporaryDirectory(prefix="offline-loop-") as scratch:
         for cycle in range(args.cycles + 1):
             rng = random.Random(f"{args.seed}:{persona.name}:{cycle}")
             prompts = [render_prompt(generate.sample_prompt(rng)) for _ in range(args.interactions)]
-            samples = sample(model_dir, adapter, tokenizer, prompts, seed=args.seed * 1000 + cycle)
-            judged = [(prompt, text, feedback_for(persona, prompt, text, rng)) for prompt, text, _ in samples]
-            row = {"cycle": cycle, **rates(judged)}
+            current = round(args.canary_share * len(prompts)) if 0 < cycle < args.cycles else len(prompts)
+            samples = sample(model_dir, adapter, tokenizer, prompts[:current], seed=args.seed * 1000 + cycle)
+            stale = sample(model_dir, previous, tokenizer, prompts[current:], seed=args.seed * 1000 + cycle) if prompts[current:] else []
+            judged = [(prompt, text, feedback_for(persona, prompt, text, rng)) for prompt, text, _ in samples + stale]
+            row = {"cycle": cycle, **rates(judged[:current])}  # the current policy's figures only
             if cycle < args.cycles:
                 examples = [
                     Example(prompt_ids=ids[0], completion_ids=ids[1], sampled_logprobs=ids[2], group=prompt,
-                            reward=interaction_reward(spec=spec, events=[(e.type, e.value) for e in events], latency_ms=None))
-                    for (prompt, _, events), (_, _, ids) in zip(judged, samples)
+                            reward=interaction_reward(spec=spec, events=[(e.type, e.value) for e in events], latency_ms=None),
+                            behaviour_is_incumbent=k < current)
+                    for k, ((prompt, _, events), (_, _, ids)) in enumerate(zip(judged, samples + stale))
                 ]
                 out = Path(scratch) / f"cycle-{cycle + 1}"
                 result = train(base_model_dir=model_dir, incumbent_adapter_dir=adapter, examples=_share_lonely(examples), out_dir=out,
                                base_model_name=BASE_MODEL_NAME, config=config, progress=False)
-                adapter = out
+                adapter, previous = out, adapter
                 row.update(kl=round(result.mean_kl, 4), clip=round(result.clip_fraction, 4), train_s=result.seconds["train"])
             rows.append(row)
             if not args.json:
