@@ -2,7 +2,8 @@
 and the gateway served by uvicorn in a thread, like `manage.py up` serves it.
 
 vLLM serves the tiny self-built base model under the platform's base-model name, with
-runtime LoRA loading; adapters are real PEFT directories with random weights.
+runtime LoRA loading; adapters are real PEFT directories, with random weights or taught one
+response.
 """
 
 import threading
@@ -17,7 +18,7 @@ from serving import registry, vllm_api
 from serving.gateway.database import close_connections
 from serving.models import AdapterVersion
 from serving.vllm_process import VllmOptions, VllmProcess, free_port
-from tests.serving.adapters import random_lora
+from tests.serving.adapters import random_lora, taught_lora
 
 BASE_NAME = "demo-base"
 
@@ -37,6 +38,13 @@ class Vllm:
         folder = self.workdir / f"trained-{seed}"
         if not folder.exists():
             random_lora(self.base_dir, folder, seed=seed, base_name=BASE_NAME)
+        return folder
+
+    def taught_adapter(self, name: str, *, messages: list[dict], response: str) -> Path:
+        """A PEFT adapter for the served base that answers `messages` with `response`."""
+        folder = self.workdir / f"taught-{name}"
+        if not folder.exists():
+            taught_lora(self.base_dir, folder, messages=messages, response=response, base_name=BASE_NAME)
         return folder
 
 

