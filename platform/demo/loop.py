@@ -3,7 +3,8 @@
 Runs `manage.py up` in a data directory of its own (vLLM with the base model, built first if
 missing; web server; worker; scheduler) and creates one organization per persona with
 `create_org`, opted in to training with its schedule off, so that the cycles below are the only
-ones; plus one with a naive reward spec (no penalty for invalid tool calls or for asking). Then:
+ones; plus one with a naive reward spec (no penalty for invalid tool calls or for asking, a
+heavy one for a rejected edit). Then:
 
     round 0      each organization's users call the gateway (the base model serves) and give
                  their feedback, late events included, hours compressed into seconds
@@ -38,7 +39,10 @@ from demo.traffic.stats import format_rate, latency_difference, rate_difference
 PERSONAS = ("typed_snake", "camel_two_space", "tab_terse")
 NAIVE = "naive"  # an organization whose admin forgot to penalize invalid tool calls and needless asks
 NAIVE_PERSONA = "typed_snake"  # strict users: most edits are rejected, so a spec without penalties pays asking and invalid calls more than editing
-NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0}}
+# ...and that punishes a rejected edit hard: without that, asks on clear prompts rose 8 % -> 19 % in
+# one offline cycle, and in one demo run of five no candidate of it was blocked; with it, 8 % -> 38 %
+# (benchmarks/offline_loop.py --personas typed_snake --cycles 1 --interactions 180 --weights ...).
+NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0, "edit_rejected": -1.0}}
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
 TICK_S = 10  # the scheduler's tick, which judges canaries: every minute by default, hours are seconds here
