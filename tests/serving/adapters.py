@@ -6,8 +6,7 @@ from pathlib import Path
 
 import torch
 
-
-PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+from training.engine.config import ALL_PROJECTIONS as PROJECTIONS
 
 
 def random_lora(base_model: Path, out_dir: Path, *, seed: int, base_name: str | None = None) -> Path:
