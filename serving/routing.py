@@ -47,7 +47,7 @@ _routes: TtlCache[RouteSnapshot] = TtlCache(ROUTE_CACHE_S)
 def target_resolve(*, org: Organization, model: str, end_user: str | None) -> Target:
     if model == DEFAULT_MODEL:
         route = _routes.get(org.pk, lambda: _route_snapshot(org))
-        if route.canary is not None and in_canary(org_id=org.pk, end_user=end_user, share=route.canary_share):
+        if route.canary is not None and in_canary(canary=route.canary.name, end_user=end_user, share=route.canary_share):
             return route.canary
         return route.serving
     adapter = AdapterVersion.objects.for_org(org).filter(
@@ -78,12 +78,14 @@ def _route_snapshot(org: Organization) -> RouteSnapshot:
     )
 
 
-def in_canary(*, org_id, end_user: str | None, share: float) -> bool:
-    """Sticky per end user: the same user always lands on the same side of a given share.
-    A request without a user is assigned at random."""
+def in_canary(*, canary: str, end_user: str | None, share: float) -> bool:
+    """Sticky per end user: the same user always lands on the same side of a given canary's
+    share. Each canary (a version name, unique across organizations) draws its own users, so
+    that the same few are not the first to meet every new version and one unlucky split is not
+    repeated canary after canary. A request without a user is assigned at random."""
     if end_user is None:
         return random.random() < share
-    digest = hashlib.sha256(f"{org_id}:{end_user}".encode()).digest()
+    digest = hashlib.sha256(f"{canary}:{end_user}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 

@@ -39,11 +39,18 @@ def test_default_is_the_routed_version_and_the_canary_takes_its_share(acme, tmp_
     assert again == names  # sticky per end user
 
 
-def test_canary_assignment_grows_with_the_share_without_moving_users_back(acme):
+def test_canary_assignment_grows_with_the_share_without_moving_users_back():
     users = [f"user-{i}" for i in range(200)]
-    small = {u for u in users if in_canary(org_id=acme.org.pk, end_user=u, share=0.1)}
-    large = {u for u in users if in_canary(org_id=acme.org.pk, end_user=u, share=0.5)}
+    small = {u for u in users if in_canary(canary="acme@v2", end_user=u, share=0.1)}
+    large = {u for u in users if in_canary(canary="acme@v2", end_user=u, share=0.5)}
     assert small < large
+
+
+def test_each_canary_draws_its_own_users():
+    users = [f"user-{i}" for i in range(200)]
+    first = {u for u in users if in_canary(canary="acme@v2", end_user=u, share=0.5)}
+    second = {u for u in users if in_canary(canary="acme@v3", end_user=u, share=0.5)}
+    assert 0.3 < len(first & second) / len(first) < 0.7  # about half of one canary's users are in the next
 
 
 @pytest.mark.parametrize("status", ["candidate", "blocked", "retired"])
