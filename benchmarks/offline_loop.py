@@ -145,13 +145,16 @@ def rates(judged) -> dict:
         counts["persisted"] += "edit_persisted" in types
         counts["accepted"] += "edit_accepted" in types  # correct and every required preference met
         counts["invalid"] += isinstance(response, Invalid)
+        if isinstance(response, Invalid):
+            counts[f"invalid: {response.reason}"] += 1
         counts["ask_on_clear"] += isinstance(response, Ask) and clear
         counts["clear"] += clear
     n = len(judged)
     low, high = wilson_interval(counts["persisted"], n)
     return {"persisted": round(counts["persisted"] / n, 4), "persisted_ci": [round(low, 4), round(high, 4)],
             "accepted": round(counts["accepted"] / n, 4), "invalid": round(counts["invalid"] / n, 4),
-            "ask_on_clear": round(counts["ask_on_clear"] / max(counts["clear"], 1), 4)}
+            "ask_on_clear": round(counts["ask_on_clear"] / max(counts["clear"], 1), 4),
+            "invalid_reasons": {k.removeprefix("invalid: "): v for k, v in counts.items() if k.startswith("invalid: ")}}
 
 
 def _share_lonely(examples: list[Example]) -> list[Example]:
