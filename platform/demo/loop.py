@@ -10,7 +10,8 @@ heavy one for a rejected edit). Then:
                  their feedback, late events included, hours compressed into seconds
     cycle k      POST /api/v1/cycles for each organization: train on what it was served since
                  the last cycle, gates, then a canary on half of its end users during round k,
-                 promoted or rolled back on the A/B figures
+                 promoted or rolled back on the A/B figures once each arm has 60 settled
+                 outcomes (usually within the round: from then on the winner serves everyone)
     final round  everyone on what their organization serves now
     matrix       each organization's adapter on the other organizations' users (on its own:
                  the final round)
