@@ -138,7 +138,7 @@ def sample(model_dir: Path, adapter: Path | None, tokenizer, prompts: list[str],
 
 
 def rates(judged) -> dict:
-    counts = Counter()
+    counts, reasons = Counter(), Counter()
     for prompt, text, events in judged:
         types = {e.type for e in events}
         response, clear = parse_response(text), not parse_prompt(prompt).ambiguous
@@ -146,7 +146,7 @@ def rates(judged) -> dict:
         counts["accepted"] += "edit_accepted" in types  # correct and every required preference met
         counts["invalid"] += isinstance(response, Invalid)
         if isinstance(response, Invalid):
-            counts[f"invalid: {response.reason}"] += 1
+            reasons[str(response.reason)] += 1
         counts["ask_on_clear"] += isinstance(response, Ask) and clear
         counts["clear"] += clear
     n = len(judged)
@@ -154,7 +154,7 @@ def rates(judged) -> dict:
     return {"persisted": round(counts["persisted"] / n, 4), "persisted_ci": [round(low, 4), round(high, 4)],
             "accepted": round(counts["accepted"] / n, 4), "invalid": round(counts["invalid"] / n, 4),
             "ask_on_clear": round(counts["ask_on_clear"] / max(counts["clear"], 1), 4),
-            "invalid_reasons": {k.removeprefix("invalid: "): v for k, v in counts.items() if k.startswith("invalid: ")}}
+            "invalid_reasons": dict(reasons)}
 
 
 def _share_lonely(examples: list[Example]) -> list[Example]:
