@@ -203,6 +203,18 @@ def test_the_kl_term_pulls_the_policy_towards_the_base_and_masked_tokens_count_f
     assert terms.kl > 0 and grad[0, 0] > 0 and grad[0, 1] < 0 and grad[0, 2] == 0  # descent lowers the first, raises the second
 
 
+def test_the_kl_term_pulls_back_a_suppressed_token_much_harder_than_a_boosted_one():
+    # k3's pull grows exponentially on a token the policy made much less likely than the base (the
+    # syntax the base always writes, say) and only linearly on one it made likelier: a symmetric
+    # estimator such as k2 let invalid tool calls rise in benchmarks/offline_loop.py.
+    new = torch.tensor([[-6.0, -1.0]], requires_grad=True)  # the first 5 nats below the base, the second 5 above
+    _, grad = objective(new_logprobs=new, proximal_logprobs=new.detach(), behaviour_logprobs=new.detach(),
+                        base_logprobs=torch.tensor([[-1.0, -6.0]]), advantages=torch.tensor([0.0]), kl_coef=1.0)
+    # d/d(new) of exp(base - new) - (base - new) - 1 is 1 - exp(base - new), over 2 tokens.
+    assert torch.allclose(grad, torch.tensor([[1 - math.exp(5), 1 - math.exp(-5)]]) / 2)
+    assert -grad[0, 0] > 100 * grad[0, 1]
+
+
 def test_advantages_are_centered_per_group_and_scaled_by_one_batch_deviation():
     def example(reward: float, group: str) -> Example:
         return Example(prompt_ids=[1], completion_ids=[2], sampled_logprobs=[-1.0], reward=reward, group=group)
