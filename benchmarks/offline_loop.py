@@ -100,7 +100,8 @@ def run_persona(persona: Persona, *, model_dir: Path, config: TrainConfig, spec:
                 result = train(base_model_dir=model_dir, incumbent_adapter_dir=adapter, examples=_share_lonely(examples), out_dir=out,
                                base_model_name=BASE_MODEL_NAME, config=config, progress=False)
                 adapter, previous = out, adapter
-                row.update(kl=round(result.mean_kl, 4), clip=round(result.clip_fraction, 4), train_s=result.seconds["train"])
+                row.update(kl=round(result.mean_kl, 4), clip=round(result.clip_fraction, 4), train_s=result.seconds["train"],
+                           incumbent_kl=round(result.max_incumbent_kl, 4))
             rows.append(row)
             if not args.json:
                 print(persona.name, row, file=sys.stderr, flush=True)
@@ -170,7 +171,8 @@ def report(results: dict, *, config: TrainConfig, weights: dict) -> str:
         lines.append(f"{name}:")
         for r in rows:
             lo, hi = r["persisted_ci"]
-            train = f"   KL {r['kl']:.4f}, clip {r['clip']:.3f}, {r['train_s']:.0f} s" if "kl" in r else ""
+            train = (f"   KL {r['kl']:.4f}, from incumbent {r['incumbent_kl']:.4f} at most, clip {r['clip']:.3f}, "
+                     f"{r['train_s']:.0f} s") if "kl" in r else ""
             lines.append(f"  cycle {r['cycle']}: persisted {r['persisted']:6.1%} [{lo:.1%}, {hi:.1%}]  accepted {r['accepted']:6.1%}  "
                          f"invalid {r['invalid']:5.1%}  asks on clear {r['ask_on_clear']:5.1%}{train}")
     return "\n".join(lines)

@@ -215,6 +215,11 @@ def test_the_kl_term_pulls_back_a_suppressed_token_much_harder_than_a_boosted_on
     assert -grad[0, 0] > 100 * grad[0, 1]
 
 
+def test_the_distance_from_the_incumbent_is_zero_at_the_start_and_grows_with_the_ratio():
+    assert objective()[0].incumbent_kl == 0.0
+    moved = objective(new_logprobs=torch.tensor([[-1.0 + math.log(2), -1.0]], requires_grad=True))[0]
+    assert math.isclose(moved.incumbent_kl.item(), ((2 - 1) - math.log(2)) / 2, rel_tol=1e-6)  # k3 at ratios 2 and 1, over 2 tokens
+
 def test_advantages_are_centered_per_group_and_scaled_by_one_batch_deviation():
     def example(reward: float, group: str) -> Example:
         return Example(prompt_ids=[1], completion_ids=[2], sampled_logprobs=[-1.0], reward=reward, group=group)

@@ -31,6 +31,7 @@ class Totals:
     kl_sum: float = 0.0  # sum over completion tokens of the KL estimate
     clipped_tokens: float = 0.0  # completion tokens whose gradient the clip removed
     completion_tokens: int = 0  # completion tokens trained on, over all epochs
+    max_incumbent_kl: float = 0.0  # the largest step's mean KL(incumbent || policy)
 
 
 def run_fingerprint(*, config: TrainConfig, examples: Sequence[Example], base_model_dir: Path, incumbent_adapter_dir: Path | None) -> str:

@@ -35,6 +35,7 @@ class TrainReport:
     mean_loss: float  # mean of the steps' losses
     mean_kl: float  # mean per-token KL(policy || base) estimate while training
     clip_fraction: float  # share of completion tokens whose gradient the clip removed
+    max_incumbent_kl: float  # the largest step's mean per-token KL(incumbent || policy), before its update
     seconds: dict[str, float]  # wall time of each stage: setup, train, save
     device: str
 
@@ -202,6 +203,7 @@ def _count(run: _Run, batch: Batch, terms: LossTerms) -> None:
     run.totals.loss_sum += terms.loss.item()
     run.totals.kl_sum += terms.kl.item() * tokens
     run.totals.clipped_tokens += terms.clip_fraction.item() * tokens
+    run.totals.max_incumbent_kl = max(run.totals.max_incumbent_kl, terms.incumbent_kl.item())
     run.totals.completion_tokens += tokens
     run.trained_tokens += int(batch.tokens.attention_mask.sum().item())
 
@@ -230,6 +232,7 @@ def _report(run: _Run, clock: _Clock, *, adapter_dir: Path | None) -> TrainRepor
         mean_loss=totals.loss_sum / totals.step if totals.step else 0.0,
         mean_kl=totals.kl_sum / totals.completion_tokens if totals.completion_tokens else 0.0,
         clip_fraction=totals.clipped_tokens / totals.completion_tokens if totals.completion_tokens else 0.0,
+        max_incumbent_kl=totals.max_incumbent_kl,
         seconds=clock.seconds,
         device=str(run.device),
     )
