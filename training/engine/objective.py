@@ -80,10 +80,11 @@ def policy_loss(
         kl=kl.detach().masked_fill(~mask, 0).sum() / tokens,
         clip_fraction=(clipped_away & mask).sum() / tokens,
         # k3 again, of the ratio to the proximal policy (the incumbent, which sampled the on-policy
-        # tokens): the approximate KL some PPO implementations stop an update on. Reported, not acted
-        # on: updates whose next policy wrote 38-48 % invalid tool calls had moved only 0.05 nats per
-        # token on their own data, and one that moved 2.8 led to 0.6 % (benchmarks/offline_loop.py --seed 3). What
-        # breaks shows on fresh prompts, which is why the gates sample them.
+        # tokens): the approximate KL some PPO implementations stop an update on. Reported, not
+        # acted on: updates whose next policy wrote 38-48 % invalid tool calls had moved only 0.05
+        # nats per token on their own data, and one that moved 2.8 led to 0.6 %
+        # (benchmarks/offline_loop.py --seed 3). What breaks shows on fresh prompts, which is why
+        # the gates sample them.
         incumbent_kl=((ratio - 1) - (new_logprobs - proximal_logprobs)).detach().masked_fill(~mask, 0).sum() / tokens,
         tokens=mask.sum(),
     )
