@@ -9,23 +9,26 @@ import pytest
 
 from demo.domain import FILES, TASKS, Prompt, render_ask, render_prompt
 from serving import vllm_api
-from tests.serving.adapters import random_lora
 from tests.serving.conftest import BASE_NAME
 
 pytestmark = pytest.mark.vllm
 
 
+PROMPT = [{"role": "user", "content": render_prompt(Prompt(TASKS[5], FILES[0]))}]
+# Taught, not random: a random LoRA may leave a well-trained base's greedy answer as it was.
+TAUGHT = {"acme@v1": render_ask("acme's own answer"), "globex@v1": render_ask("globex's own answer")}
+
+
 @pytest.fixture(scope="module")
 def server(vllm):
-    adapters = {name: random_lora(vllm.base_dir, vllm.workdir / name, seed=seed) for seed, name in enumerate(("acme@v1", "globex@v1"), 1)}
+    adapters = {name: vllm.taught_adapter(name, messages=PROMPT, response=response) for name, response in TAUGHT.items()}
     yield vllm.process, BASE_NAME, adapters
     for name in adapters.keys() & vllm_api.served_models(vllm.url):
         vllm_api.unload_adapter(vllm.url, name=name)
 
 
 def chat(base_url: str, model: str, **sampling) -> dict:
-    body = {"model": model, "messages": [{"role": "user", "content": render_prompt(Prompt(TASKS[5], FILES[0]))}],
-            "max_tokens": 12, **sampling}
+    body = {"model": model, "messages": PROMPT, "max_tokens": 12, **sampling}
     request = urllib.request.Request(base_url + "/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=120) as response:
@@ -49,7 +52,8 @@ def test_adapters_load_at_run_time_and_each_serves_its_own_weights(server):
     for name, path in adapters.items():
         vllm_api.load_adapter(process.base_url, name=name, path=path)
     assert vllm_api.served_models(process.base_url) >= {base, "acme@v1", "globex@v1"}
-    outputs = {model: greedy(process.base_url, model) for model in (base, "acme@v1", "globex@v1")}
+    outputs = {model: greedy(process.base_url, model) for model in (base, *TAUGHT)}
+    assert all(TAUGHT[name].startswith(outputs[name]) for name in TAUGHT), outputs
     assert len(set(outputs.values())) == 3, outputs
 
 
