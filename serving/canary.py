@@ -17,7 +17,8 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef
 
 from serving.gates import Check, no_regression, no_rise
-from serving.models import AdapterVersion
+from serving.models import AdapterVersion, CanarySettings
+from serving.overrides import check_range, policy_for, policy_update
 from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval
 from tenants.models import FeedbackEvent, Interaction, Organization
 
@@ -27,15 +28,31 @@ PENDING = ("edit_accepted",)  # an outcome still to come: persisted or reverted
 
 @dataclass(frozen=True)
 class CanaryPolicy:
-    share: float = 0.5  # of the organization's end users
-    min_interactions: int = 100  # with feedback, in each arm, before promoting
+    """How a canary runs and decides; settings.CANARY_POLICY's values, unless the organization
+    set its own (`GET/PUT /api/v1/canary-policy`)."""
+
+    share: float = 0.5  # of the organization's end users, fixed when the canary starts
+    min_interactions: int = 100  # with a settled outcome, in each arm, before a verdict
     edit_persisted_rate: float = 0.02  # the drop tolerated
     dissatisfied_rate: float = 0.02  # the rise tolerated
     latency: float = 0.25  # the rise tolerated, relative to the incumbent's mean
 
-    @classmethod
-    def from_settings(cls) -> "CanaryPolicy":
-        return cls(**settings.CANARY_POLICY)
+    def __post_init__(self) -> None:
+        # Neither arm may be empty: a canary on no users, or on all of them, never decides.
+        check_range(self, "share", 0, 1, open_ends=True)
+        check_range(self, "min_interactions", 1, 100_000, whole=True)
+        for name in ("edit_persisted_rate", "dissatisfied_rate", "latency"):
+            check_range(self, name, 0, 10)
+
+
+def policy_of(org: Organization) -> CanaryPolicy:
+    return policy_for(org=org, model=CanarySettings, defaults=CanaryPolicy(**settings.CANARY_POLICY))
+
+
+def policy_change(*, org: Organization, changes, actor: str) -> CanaryPolicy:
+    """Change the named settings; a canary running now keeps its share and is judged by the rest."""
+    return policy_update(org=org, model=CanarySettings, defaults=CanaryPolicy(**settings.CANARY_POLICY), changes=changes,
+                         actor=actor, action="canary_policy.update")
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,7 @@ class Arm:
 @dataclass(frozen=True)
 class CanaryReport:
     decision: str  # wait, promote or roll_back
+    min_interactions: int  # what each arm needs before a verdict
     checks: list[Check]
     candidate: Arm
     incumbent: Arm
@@ -86,7 +104,7 @@ def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: 
         decision = ROLL_BACK
     else:
         decision = PROMOTE
-    return CanaryReport(decision=decision, checks=checks, candidate=c, incumbent=i)
+    return CanaryReport(decision=decision, min_interactions=policy.min_interactions, checks=checks, candidate=c, incumbent=i)
 
 
 def _arm(org: Organization, served_by: str | None, since: datetime) -> Arm:

@@ -38,16 +38,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 
 from django.conf import settings
-from django.db import transaction
 from django.utils.module_loading import import_string
 
 from serving import vllm_api
 from serving.deployments import adapter_load_everywhere, replica_urls
 from serving.models import AdapterVersion, Alert, GateThresholds, SuiteResult
+from serving.overrides import check_range, policy_for, policy_update
 from serving.registry import base_model_dir
 from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval
-from tenants.audit import audit_record
-from tenants.errors import InvalidInput
 from tenants.models import FeedbackEvent, Interaction, Organization
 from tenants.recording import interaction_content
 
@@ -77,10 +75,12 @@ class Thresholds:
     response_length: float = 0.25  # relative to the incumbent's mean length
     min_tenant_items: int = 20  # good and bad held-out items each, below which the tenant suite cannot judge
 
-    @classmethod
-    def with_overrides(cls, overrides: dict | None) -> "Thresholds":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in (overrides or {}).items() if k in known})
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name == "min_tenant_items":
+                check_range(self, f.name, 1, 100_000, whole=True)
+            else:
+                check_range(self, f.name, 0, 10)
 
 
 @dataclass(frozen=True)
@@ -319,29 +319,12 @@ def _result_name(model: AdapterVersion | None) -> str:
 
 
 def thresholds_for(org: Organization) -> Thresholds:
-    row = GateThresholds.objects.for_org(org).first()
-    return Thresholds.with_overrides(row.values if row else None)
+    return policy_for(org=org, model=GateThresholds, defaults=Thresholds())
 
 
 def thresholds_update(*, org: Organization, changes, actor: str) -> Thresholds:
-    if not isinstance(changes, dict):
-        raise InvalidInput("The body must be an object of tolerances.")
-    known = {f.name: f.type for f in fields(Thresholds)}
-    for name, value in changes.items():
-        if name not in known:
-            raise InvalidInput(f"Unknown gate threshold {name!r} (known: {', '.join(known)}).")
-        if name == "min_tenant_items":
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
-                raise InvalidInput("min_tenant_items must be a whole number between 1 and 100000.")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 10:
-            raise InvalidInput(f"{name} must be a number between 0 and 10.")
-    with transaction.atomic():
-        row, _ = GateThresholds.objects.for_org(org).get_or_create(org=org)
-        before = dict(row.values)
-        row.values = {**row.values, **changes}
-        row.save()
-        audit_record(org=org, actor=actor, action="gate_thresholds.update", before=before, after=row.values)
-    return Thresholds.with_overrides(row.values)
+    return policy_update(org=org, model=GateThresholds, defaults=Thresholds(), changes=changes, actor=actor,
+                         action="gate_thresholds.update")
 
 
 def gates_apply(*, candidate: AdapterVersion, report: GateReport) -> Alert | None:

@@ -102,6 +102,17 @@ class GateThresholds(models.Model):
     objects = TenantManager()
 
 
+class CanarySettings(models.Model):
+    """An organization's own canary policy (serving.canary.CanaryPolicy names the settings);
+    a missing row or key means the default."""
+
+    org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="canary_settings")
+    values = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()
+
+
 class SuiteResult(models.Model):
     """A model's scored responses to the gates' global suite, sampled once: a version's weights
     never change, so its gate run as a candidate serves again when it is the incumbent, and the

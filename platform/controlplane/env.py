@@ -34,15 +34,15 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true or false).")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    return _env_number(name, default, int, "an integer", minimum)
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    return _env_number(name, default, int, "an integer", minimum, maximum)
 
 
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    return _env_number(name, default, float, "a number", minimum)
+def env_float(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None) -> float:
+    return _env_number(name, default, float, "a number", minimum, maximum)
 
 
-def _env_number(name: str, default, parse, kind: str, minimum):
+def _env_number(name: str, default, parse, kind: str, minimum, maximum):
     value = os.environ.get(name, "").strip()
     if value == "":
         return default
@@ -52,6 +52,8 @@ def _env_number(name: str, default, parse, kind: str, minimum):
         raise ImproperlyConfigured(f"{name}={value!r} is not {kind}.") from None
     if minimum is not None and number < minimum:
         raise ImproperlyConfigured(f"{name}={number} is below its minimum of {minimum}.")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name}={number} is above its maximum of {maximum}.")
     return number
 
 

@@ -63,13 +63,13 @@ def main() -> None:
     started = time.monotonic()
     print(f"data directory of this run: {use_fresh_data_dir('loop')}")
     os.environ.setdefault("PLATFORM_TRAINING_TICK_S", str(TICK_S))
-    os.environ.setdefault("PLATFORM_CANARY_MIN_INTERACTIONS", str(CANARY_MIN_INTERACTIONS))
     with running_platform(args.port) as url:
         orgs = [SimulatedOrg(name, Persona.load(name), create_org(name)) for name in PERSONAS]
         orgs.append(SimulatedOrg(NAIVE, Persona.load(NAIVE_PERSONA), create_org(NAIVE)))
         apis = {org.name: Api(url, org.api_key) for org in orgs}
         for api in apis.values():
             api.put("/api/v1/training-schedule", {"enabled": False})
+            api.put("/api/v1/canary-policy", {"min_interactions": CANARY_MIN_INTERACTIONS})
         apis[NAIVE].put("/api/v1/reward-spec", NAIVE_SPEC)
 
         base = traffic_round(url, orgs, "base model", requests=args.requests, seed=0)

@@ -1,15 +1,14 @@
 """Serving's part of the tenant API: the organization's adapter versions, and deploying them by hand."""
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from serving import deployments, gates, registry
+from serving import canary, deployments, gates, registry
 from serving.models import AdapterVersion, Alert
 from tenants.api.views import ERRORS, ListView, pages_ordered_by
 from tenants.errors import Conflict
@@ -95,15 +94,46 @@ class AlertListView(ListView):
         return self.paginated(Alert.objects.for_org(request.auth.org).select_related("adapter"), AlertSerializer)
 
 
+def policy_schema(name: str, policy, *, partial: bool):
+    """The OpenAPI shape of a policy dataclass (serving.overrides): every setting in a response,
+    any of them in a PUT."""
+    field_of = {int: serializers.IntegerField, float: serializers.FloatField}
+    return inline_serializer(name, {f.name: field_of[f.type](required=not partial) for f in fields(policy)})
+
+
+GATE_THRESHOLDS = policy_schema("GateThresholds", gates.Thresholds, partial=False)
+CANARY_POLICY = policy_schema("CanaryPolicy", canary.CanaryPolicy, partial=False)
+
+
 class GateThresholdsView(APIView):
     roles = {"PUT": Role.ADMIN}
 
-    @extend_schema(responses=OpenApiTypes.OBJECT, description="What each gate check tolerates (defaults unless set).")
+    @extend_schema(responses=GATE_THRESHOLDS,
+                   description="What each gate check tolerates (defaults unless set).")
     def get(self, request):
         return Response(asdict(gates.thresholds_for(request.auth.org)))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    @extend_schema(request=policy_schema("GateThresholdsChange", gates.Thresholds, partial=True),
+                   responses={200: GATE_THRESHOLDS, **ERRORS},
                    description="Change the named tolerances; the others keep their values. Audited.")
     def put(self, request):
         thresholds = gates.thresholds_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)
         return Response(asdict(thresholds))
+
+
+class CanaryPolicyView(APIView):
+    roles = {"PUT": Role.ADMIN}
+
+    @extend_schema(responses=CANARY_POLICY,
+                   description="How this organization's canaries run: the candidate's share of end users (sticky per "
+                               "`user`), the interactions with a settled outcome each arm needs, and the changes the "
+                               "verdict tolerates (defaults unless set).")
+    def get(self, request):
+        return Response(asdict(canary.policy_of(request.auth.org)))
+
+    @extend_schema(request=policy_schema("CanaryPolicyChange", canary.CanaryPolicy, partial=True),
+                   responses={200: CANARY_POLICY, **ERRORS},
+                   description="Change the named settings; the others keep their values. A canary running now keeps "
+                               "its share; its verdict uses the new minimum and tolerances. Audited.")
+    def put(self, request):
+        return Response(asdict(canary.policy_change(org=request.auth.org, changes=request.data, actor=request.auth.actor)))

@@ -1,7 +1,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from controlplane.env import REQUIRED, env_bool, env_int, env_list, env_str
+from controlplane.env import REQUIRED, env_bool, env_float, env_int, env_list, env_str
 
 
 def test_a_missing_required_variable_names_itself(monkeypatch):
@@ -14,6 +14,7 @@ def test_a_missing_required_variable_names_itself(monkeypatch):
     (lambda: env_bool("PLATFORM_X", True), "maybe"),
     (lambda: env_int("PLATFORM_X", 1), "ten"),
     (lambda: env_int("PLATFORM_X", 1, minimum=0), "-1"),
+    (lambda: env_float("PLATFORM_X", 0.5, maximum=0.99), "1"),
 ])
 def test_a_value_that_does_not_parse_fails_loudly(monkeypatch, read, raw):
     monkeypatch.setenv("PLATFORM_X", raw)

@@ -15,7 +15,8 @@ import pytest
 from demo.domain import TASKS, Style, render_ask, render_edit, render_function
 from demo.suite import DemoGlobalSuite
 from serving import gates, registry
-from serving.gates import Thresholds, auc, gates_evaluate, tenant_suite_items
+from serving.gates import Thresholds, auc, gates_evaluate, tenant_suite_items, thresholds_for
+from serving.models import GateThresholds
 from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval, wilson_interval
 from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.recording import InteractionContent, SampledTokens, interaction_record
@@ -191,8 +192,9 @@ def test_the_tenant_suite_blocks_a_candidate_that_prefers_the_bad_completions(ac
     assert check.reference > 0.8 and check.candidate < 0.2 and check.samples == 60
 
 
-def test_thresholds_come_from_the_organization_and_unknown_ones_are_ignored():
-    thresholds = Thresholds.with_overrides({"ask_rate_on_clear": 0.1, "no_such_gate": 1})
+def test_thresholds_come_from_the_organization_and_stored_keys_no_longer_known_are_ignored(acme):
+    GateThresholds.objects.create(org=acme.org, values={"ask_rate_on_clear": 0.1, "retired_check": 1})
+    thresholds = thresholds_for(acme.org)
     assert thresholds.ask_rate_on_clear == 0.1 and thresholds.edit_rate == Thresholds().edit_rate
 
 

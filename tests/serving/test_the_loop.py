@@ -43,10 +43,12 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
     env = {
         "PLATFORM_VLLM_URLS": vllm.url, "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
         "PLATFORM_ADAPTERS_ROOT": serving_settings.SERVING_ADAPTERS_ROOT, "PLATFORM_TRAINING_WORK_DIR": str(tmp_path / "work"),
-        "PLATFORM_GLOBAL_SUITE": "tests.serving.test_gates_vllm.TinySuite", "PLATFORM_CANARY_MIN_INTERACTIONS": "10",
-        "PLATFORM_CANARY_LATENCY_TOLERANCE": "2.0",  # requests one at a time: the adapter's CPU cost shows whole
+        "PLATFORM_GLOBAL_SUITE": "tests.serving.test_gates_vllm.TinySuite",
         "PLATFORM_TRAINING_DEVICE": "cpu", "PLATFORM_TRAINING_CONFIG": json.dumps({"epochs": 1}),
     }
+    for tenant in (acme, globex):  # each organization's own canary policy, which the worker must read
+        policy = {"min_interactions": 10, "latency": 2.0}  # requests one at a time: the adapter's CPU cost shows whole
+        assert tenant.client.put("/api/v1/canary-policy", policy, format="json").status_code == 200
     served = {t.org.slug: serve_and_rate(gateway, t, calls=30) for t in (acme, globex)}
 
     def cycle_of(tenant, cycle_id) -> dict:

@@ -45,6 +45,8 @@ ACME_MEMBER = "dev@acme.example"
 ACME_KEY_NAME = "acme deploy key"
 ACME_FEEDBACK_KEYS = ("acme-idem-accepted", "acme-idem-persisted")
 ACME_OUTCOME_KEY = "acme-idem-outcome"
+ACME_CANARY_SHARE = 0.123456789  # a number no other text of a response could contain by chance
+ACME_ASK_TOLERANCE = 0.0987654321
 
 
 # The tenant API's routes, from the resolver ---------------------------------------------------
@@ -174,6 +176,8 @@ def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
     assert outcome.status_code == 201, outcome.content
     second_task = _task(acme)  # one without an outcome, the target of the outcome check
     ids["task_id"] = second_task
+    assert acme.client.put("/api/v1/canary-policy", {"share": ACME_CANARY_SHARE}, format="json").status_code == 200
+    assert acme.client.put("/api/v1/gate-thresholds", {"ask_rate_on_clear": ACME_ASK_TOLERANCE}, format="json").status_code == 200
 
     acme_adapter = AdapterVersion.objects.for_org(acme.org).get(name=ids["name"])
     Alert.objects.create(org=acme.org, kind=Alert.Kind.REWARD_HACKING, adapter=acme_adapter,
@@ -187,7 +191,7 @@ def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
     org = acme.org
     secrets = {
         org.slug, org.name, str(org.pk), ACME_PROMPT, ACME_COMPLETION, ACME_MEMBER, ACME_KEY_NAME,
-        *ACME_FEEDBACK_KEYS, ACME_OUTCOME_KEY, acme_adapter.name, str(acme_adapter.pk),
+        *ACME_FEEDBACK_KEYS, ACME_OUTCOME_KEY, str(ACME_CANARY_SHARE), str(ACME_ASK_TOLERANCE), acme_adapter.name, str(acme_adapter.pk),
         *(str(pk) for pk in Interaction.objects.for_org(org).values_list("pk", flat=True)),
         *(str(pk) for pk in BackgroundTask.objects.for_org(org).values_list("pk", flat=True)),
         *(str(pk) for pk in FeedbackEvent.objects.for_org(org).values_list("pk", flat=True)),

@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from serving import deployments, gates
+from serving import canary, deployments, gates
 from serving.gates import Check, GateReport
 from serving.models import AdapterVersion, Alert
 from serving.registry import route_of
@@ -87,8 +87,8 @@ def arm_traffic(org, served_by, *, served: int, persisted: float, dissatisfied: 
                                          for k in kinds])
 
 
-def test_a_cycle_trains_gates_canaries_and_promotes_a_better_candidate(acme, training, sent, replicas, monkeypatch, settings):
-    settings.CANARY_POLICY = {**settings.CANARY_POLICY, "min_interactions": 150}
+def test_a_cycle_trains_gates_canaries_and_promotes_a_better_candidate(acme, training, sent, replicas, monkeypatch):
+    canary.policy_change(org=acme.org, changes={"share": 0.3, "min_interactions": 150}, actor="admin@acme")
     gate_calls = gate_verdict(monkeypatch)
     cycle = trained_cycle(acme.org)
     assert cycle.status == Status.GATING and cycle.candidate.status == AdapterVersion.Status.CANDIDATE
@@ -98,17 +98,20 @@ def test_a_cycle_trains_gates_canaries_and_promotes_a_better_candidate(acme, tra
     cycle.refresh_from_db()
     assert cycle.status == Status.CANARY and cycle.gate_report["passed"]
     route = route_of(org=acme.org)
-    assert route.canary == cycle.candidate and route.canary_share == 0.5 and route.serving is None
+    assert route.canary == cycle.candidate and route.canary_share == 0.3 and route.serving is None
 
     arm_traffic(acme.org, cycle.candidate.name, served=100, persisted=0.4, dissatisfied=0.1, seed=1)
     arm_traffic(acme.org, None, served=100, persisted=0.1, dissatisfied=0.3, seed=2)
     assert cycles.cycle_advance(str(cycle.pk)).status == Status.CANARY  # 100 a side: not enough yet
-    assert Cycle.objects.for_org(acme.org).get().canary_report["decision"] == "wait"
+    waiting = Cycle.objects.for_org(acme.org).get().canary_report
+    assert (waiting["decision"], waiting["min_interactions"]) == ("wait", 150)
+    canary.policy_change(org=acme.org, changes={"share": 0.9, "min_interactions": 160}, actor="admin@acme")
+    assert route_of(org=acme.org).canary_share == 0.3  # the running canary keeps its users; the new minimum applies
 
     arm_traffic(acme.org, cycle.candidate.name, served=60, persisted=0.4, dissatisfied=0.1, seed=3)
     arm_traffic(acme.org, None, served=60, persisted=0.1, dissatisfied=0.3, seed=4)
     done = cycles.cycle_advance(str(cycle.pk))
-    assert done.status == Status.PROMOTED and done.canary_report["decision"] == "promote"
+    assert done.status == Status.PROMOTED and (done.canary_report["decision"], done.canary_report["min_interactions"]) == ("promote", 160)
     assert route_of(org=acme.org).serving == done.candidate and route_of(org=acme.org).canary is None
     assert set(done.stage_seconds) == {"train", "gates", "deploy", "canary"}
     assert gate_calls == [done.candidate.name]  # gated once

@@ -1,4 +1,4 @@
-"""Cycles, alerts and gate thresholds through the tenant API (SPEC 8's shapes)."""
+"""Cycles, alerts, gate thresholds and the canary policy through the tenant API (SPEC 8's shapes)."""
 
 import pytest
 
@@ -59,3 +59,36 @@ def test_gate_thresholds_are_read_by_members_and_changed_by_admins(acme):
     assert acme.client_with_role(Role.VIEWER).put("/api/v1/gate-thresholds", {"edit_rate": 0.5}, format="json").status_code == 403
     assert acme.client.get("/api/v1/gate-thresholds").json()["ask_rate_on_clear"] == 0.05
     assert acme.org.audit_events.filter(action="gate_thresholds.update").count() == 1
+
+
+def test_the_canary_policy_is_read_by_members_and_changed_by_admins(acme, settings):
+    settings.CANARY_POLICY = {**settings.CANARY_POLICY, "min_interactions": 80}
+    defaults = acme.client_with_role(Role.VIEWER).get("/api/v1/canary-policy").json()
+    assert defaults == {"share": 0.5, "min_interactions": 80, "edit_persisted_rate": 0.02, "dissatisfied_rate": 0.02, "latency": 0.25}
+    changed = acme.client.put("/api/v1/canary-policy", {"share": 0.2, "min_interactions": 40}, format="json")
+    assert changed.status_code == 200 and changed.json() == {**defaults, "share": 0.2, "min_interactions": 40}
+
+    settings.CANARY_POLICY = {**settings.CANARY_POLICY, "latency": 0.5}  # a default it did not set still reaches it
+    assert acme.client.get("/api/v1/canary-policy").json() == {**defaults, "share": 0.2, "min_interactions": 40, "latency": 0.5}
+
+
+@pytest.mark.parametrize("bad, names", [
+    ({"share": 1}, "share"), ({"share": 0}, "share"), ({"share": "half"}, "share"), ({"share": True}, "share"),
+    ({"min_interactions": 0}, "min_interactions"), ({"min_interactions": 10.5}, "min_interactions"),
+    ({"latency": -0.1}, "latency"), ({"traffic": 0.3}, "traffic"), (["share"], "object"),
+])
+def test_a_bad_canary_policy_is_refused_whole_and_named(acme, bad, names):
+    before = acme.client.get("/api/v1/canary-policy").json()
+    body = {"min_interactions": 30, **bad} if isinstance(bad, dict) else bad  # a valid change beside it is not stored either
+    response = acme.client.put("/api/v1/canary-policy", body, format="json")
+    assert response.status_code == 400 and names in response.json()["error"]["message"], response.json()
+    assert acme.client.get("/api/v1/canary-policy").json() == before
+    assert not acme.org.audit_events.filter(action="canary_policy.update").exists()
+
+
+def test_only_admins_change_the_canary_policy_and_each_change_is_audited(acme):
+    assert acme.client_with_role(Role.VIEWER).put("/api/v1/canary-policy", {"share": 0.3}, format="json").status_code == 403
+    acme.client.put("/api/v1/canary-policy", {"share": 0.3}, format="json")
+    acme.client.put("/api/v1/canary-policy", {"min_interactions": 50}, format="json")
+    events = list(acme.org.audit_events.filter(action="canary_policy.update").order_by("at", "pk").values_list("before", "after"))
+    assert events == [({}, {"share": 0.3}), ({"share": 0.3}, {"share": 0.3, "min_interactions": 50})]

@@ -173,10 +173,11 @@ GATEWAY_LIMITS = {
 # their scorer; the embedded default's covers the demo domain. A real base model names its own.
 GATES_GLOBAL_SUITE = env_str("PLATFORM_GLOBAL_SUITE", "demo.suite.global_suite")
 GATES_HOLDOUT_EVERY = env_int("PLATFORM_HOLDOUT_EVERY", 10, minimum=0)  # 1 interaction in N never trains: the tenant suite
-# Canaries (serving/canary.py): the candidate's share of end users, the interactions with
-# feedback each arm needs before a promotion, and the changes tolerated.
+# Canaries (serving/canary.py): the candidate's share of end users, the interactions with a
+# settled outcome each arm needs before a verdict, and the changes tolerated. These are the
+# defaults; an organization's admins set their own through /api/v1/canary-policy.
 CANARY_POLICY = {
-    "share": 0.5,
+    "share": env_float("PLATFORM_CANARY_SHARE", 0.5, minimum=0.01, maximum=0.99),
     "min_interactions": env_int("PLATFORM_CANARY_MIN_INTERACTIONS", 100, minimum=1),
     "edit_persisted_rate": 0.02,
     "dissatisfied_rate": 0.02,
