@@ -61,9 +61,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
     started = time.monotonic()
-    print(f"data directory of this run: {use_fresh_data_dir('loop')}")
+    print(f"data directory of this run: {use_fresh_data_dir('loop')}", flush=True)
     os.environ.setdefault("PLATFORM_TRAINING_TICK_S", str(TICK_S))
     with running_platform(args.port) as url:
+        ready = time.monotonic()
         orgs = [SimulatedOrg(name, Persona.load(name), create_org(name)) for name in PERSONAS]
         orgs.append(SimulatedOrg(NAIVE, Persona.load(NAIVE_PERSONA), create_org(NAIVE)))
         apis = {org.name: Api(url, org.api_key) for org in orgs}
@@ -96,7 +97,8 @@ def main() -> None:
     print("\n" + matrix_table({**matrix, **{(name, name): final[name] for name in PERSONAS}}))
     print("\n" + naive_table(history[NAIVE]))
     print("\n" + cycle_times(history))
-    print(f"\n{time.monotonic() - started:.0f} s in all")
+    print(f"\n{time.monotonic() - started:.0f} s in all, of which {ready - started:.0f} s to start the platform "
+          f"(building the base model when it is missing)")
 
 
 def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, requests: int, seed: int) -> dict[str, OrgTraffic]:
