@@ -45,11 +45,11 @@ class CanaryPolicy:
             check_range(self, name, 0, 10)
 
 
-def policy_of(org: Organization) -> CanaryPolicy:
+def canary_policy_for(org: Organization) -> CanaryPolicy:
     return policy_for(org=org, model=CanarySettings, defaults=CanaryPolicy(**settings.CANARY_POLICY))
 
 
-def policy_change(*, org: Organization, changes, actor: str) -> CanaryPolicy:
+def canary_policy_update(*, org: Organization, changes, actor: str) -> CanaryPolicy:
     """Change the named settings; a canary running now keeps its share and is judged by the rest."""
     return policy_update(org=org, model=CanarySettings, defaults=CanaryPolicy(**settings.CANARY_POLICY), changes=changes,
                          actor=actor, action="canary_policy.update")

@@ -140,7 +140,7 @@ def _gate(cycle: Cycle) -> None:
     gates.gates_apply(candidate=cycle.candidate, report=report)
     started = time.monotonic()
     try:
-        deployments.canary_start(adapter=cycle.candidate, share=canary.policy_of(cycle.org).share, actor="gates")
+        deployments.canary_start(adapter=cycle.candidate, share=canary.canary_policy_for(cycle.org).share, actor="gates")
     except Conflict:  # a duplicate of this step started it first
         return
     seconds["deploy"] = round(time.monotonic() - started, 2)  # from the gates' pass to the candidate serving its canary
@@ -157,7 +157,7 @@ def _judge_canary(cycle: Cycle) -> None:
         _end_canary(cycle, Status.ROLLED_BACK, report=None)
         return
     report = canary.canary_evaluate(org=cycle.org, candidate=candidate, incumbent=cycle.incumbent,
-                                    since=cycle.canary_started_at, policy=canary.policy_of(cycle.org))
+                                    since=cycle.canary_started_at, policy=canary.canary_policy_for(cycle.org))
     if report.decision == canary.PROMOTE:
         deployments.adapter_deploy(adapter=candidate, actor="canary")
         _end_canary(cycle, Status.PROMOTED, report)

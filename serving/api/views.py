@@ -129,11 +129,11 @@ class CanaryPolicyView(APIView):
                                "`user`), the interactions with a settled outcome each arm needs, and the changes the "
                                "verdict tolerates (defaults unless set).")
     def get(self, request):
-        return Response(asdict(canary.policy_of(request.auth.org)))
+        return Response(asdict(canary.canary_policy_for(request.auth.org)))
 
     @extend_schema(request=policy_schema("CanaryPolicyChange", canary.CanaryPolicy, partial=True),
                    responses={200: CANARY_POLICY, **ERRORS},
                    description="Change the named settings; the others keep their values. A canary running now keeps "
                                "its share; its verdict uses the new minimum and tolerances. Audited.")
     def put(self, request):
-        return Response(asdict(canary.policy_change(org=request.auth.org, changes=request.data, actor=request.auth.actor)))
+        return Response(asdict(canary.canary_policy_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)))

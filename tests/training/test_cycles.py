@@ -88,7 +88,7 @@ def arm_traffic(org, served_by, *, served: int, persisted: float, dissatisfied: 
 
 
 def test_a_cycle_trains_gates_canaries_and_promotes_a_better_candidate(acme, training, sent, replicas, monkeypatch):
-    canary.policy_change(org=acme.org, changes={"share": 0.3, "min_interactions": 150}, actor="admin@acme")
+    canary.canary_policy_update(org=acme.org, changes={"share": 0.3, "min_interactions": 150}, actor="admin@acme")
     gate_calls = gate_verdict(monkeypatch)
     cycle = trained_cycle(acme.org)
     assert cycle.status == Status.GATING and cycle.candidate.status == AdapterVersion.Status.CANDIDATE
@@ -105,7 +105,7 @@ def test_a_cycle_trains_gates_canaries_and_promotes_a_better_candidate(acme, tra
     assert cycles.cycle_advance(str(cycle.pk)).status == Status.CANARY  # 100 a side: not enough yet
     waiting = Cycle.objects.for_org(acme.org).get().canary_report
     assert (waiting["decision"], waiting["min_interactions"]) == ("wait", 150)
-    canary.policy_change(org=acme.org, changes={"share": 0.9, "min_interactions": 160}, actor="admin@acme")
+    canary.canary_policy_update(org=acme.org, changes={"share": 0.9, "min_interactions": 160}, actor="admin@acme")
     assert route_of(org=acme.org).canary_share == 0.3  # the running canary keeps its users; the new minimum applies
 
     arm_traffic(acme.org, cycle.candidate.name, served=60, persisted=0.4, dissatisfied=0.1, seed=3)
