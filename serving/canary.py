@@ -12,13 +12,14 @@ either direction.
 
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import ClassVar
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef
 
 from serving.gates import Check, no_regression, no_rise
 from serving.models import AdapterVersion, CanarySettings
-from serving.overrides import check_range, policy_for, policy_update
+from serving.overrides import check_ranges, policy_for, policy_update
 from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval
 from tenants.models import FeedbackEvent, Interaction, Organization
 
@@ -28,8 +29,8 @@ PENDING = ("edit_accepted",)  # an outcome still to come: persisted or reverted
 
 @dataclass(frozen=True)
 class CanaryPolicy:
-    """How a canary runs and decides; settings.CANARY_POLICY's values, unless the organization
-    set its own (`GET/PUT /api/v1/canary-policy`)."""
+    """How a canary runs and decides: these defaults, with settings.CANARY_POLICY's values (from
+    the environment) over them, and the organization's own over those (`/api/v1/canary-policy`)."""
 
     share: float = 0.5  # of the organization's end users, fixed when the canary starts
     min_interactions: int = 100  # with a settled outcome, in each arm, before a verdict
@@ -37,22 +38,29 @@ class CanaryPolicy:
     dissatisfied_rate: float = 0.02  # the rise tolerated
     latency: float = 0.25  # the rise tolerated, relative to the incumbent's mean
 
+    # What an organization may set each to (serving.overrides). Both arms need users: on a
+    # sliver of them, one arm would take weeks to reach its minimum.
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {
+        "share": (0.01, 0.99), "min_interactions": (1, 100_000),
+        "edit_persisted_rate": (0, 10), "dissatisfied_rate": (0, 10), "latency": (0, 10),
+    }
+
     def __post_init__(self) -> None:
-        # Neither arm may be empty: a canary on no users, or on all of them, never decides.
-        check_range(self, "share", 0, 1, open_ends=True)
-        check_range(self, "min_interactions", 1, 100_000, whole=True)
-        for name in ("edit_persisted_rate", "dissatisfied_rate", "latency"):
-            check_range(self, name, 0, 10)
+        check_ranges(self)
 
 
 def canary_policy_for(org: Organization) -> CanaryPolicy:
-    return policy_for(org=org, model=CanarySettings, defaults=CanaryPolicy(**settings.CANARY_POLICY))
+    return policy_for(org=org, model=CanarySettings, defaults=_deployment_defaults())
 
 
 def canary_policy_update(*, org: Organization, changes, actor: str) -> CanaryPolicy:
     """Change the named settings; a canary running now keeps its share and is judged by the rest."""
-    return policy_update(org=org, model=CanarySettings, defaults=CanaryPolicy(**settings.CANARY_POLICY), changes=changes,
-                         actor=actor, action="canary_policy.update")
+    return policy_update(org=org, model=CanarySettings, defaults=_deployment_defaults(), changes=changes, actor=actor,
+                         action="canary_policy.update")
+
+
+def _deployment_defaults() -> CanaryPolicy:
+    return CanaryPolicy(**settings.CANARY_POLICY)
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,9 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -43,7 +44,7 @@ from django.utils.module_loading import import_string
 from serving import vllm_api
 from serving.deployments import adapter_load_everywhere, replica_urls
 from serving.models import AdapterVersion, Alert, GateThresholds, SuiteResult
-from serving.overrides import check_range, policy_for, policy_update
+from serving.overrides import check_ranges, policy_for, policy_update
 from serving.registry import base_model_dir
 from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval
 from tenants.models import FeedbackEvent, Interaction, Organization
@@ -75,12 +76,15 @@ class Thresholds:
     response_length: float = 0.25  # relative to the incumbent's mean length
     min_tenant_items: int = 20  # good and bad held-out items each, below which the tenant suite cannot judge
 
+    # What an organization may set each to (serving.overrides).
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {
+        **{name: (0, 10) for name in ("tenant_preference", "valid_tool_call_rate", "correct_body_rate", "right_call_rate",
+                                      "invalid_tool_call_rate", "ask_rate_on_clear", "edit_rate", "response_length")},
+        "min_tenant_items": (1, 100_000),
+    }
+
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if f.name == "min_tenant_items":
-                check_range(self, f.name, 1, 100_000, whole=True)
-            else:
-                check_range(self, f.name, 0, 10)
+        check_ranges(self)
 
 
 @dataclass(frozen=True)

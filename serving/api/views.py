@@ -1,6 +1,6 @@
 """Serving's part of the tenant API: the organization's adapter versions, and deploying them by hand."""
 
-from dataclasses import asdict, fields
+from dataclasses import asdict
 
 from django.conf import settings
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from serving import canary, deployments, gates, registry
 from serving.models import AdapterVersion, Alert
+from serving.overrides import setting_types
 from tenants.api.views import ERRORS, ListView, pages_ordered_by
 from tenants.errors import Conflict
 from tenants.models import Role
@@ -94,15 +95,18 @@ class AlertListView(ListView):
         return self.paginated(Alert.objects.for_org(request.auth.org).select_related("adapter"), AlertSerializer)
 
 
-def policy_schema(name: str, policy, *, partial: bool):
-    """The OpenAPI shape of a policy dataclass (serving.overrides): every setting in a response,
-    any of them in a PUT."""
-    field_of = {int: serializers.IntegerField, float: serializers.FloatField}
-    return inline_serializer(name, {f.name: field_of[f.type](required=not partial) for f in fields(policy)})
+def policy_schema(name: str, policy_class: type, *, change: bool):
+    """The OpenAPI shape of a policy dataclass (serving.overrides) with each setting's range:
+    every setting in a response; in a PUT any of them, null meaning back to the default."""
+    def setting(kind: type, low: float, high: float):
+        field_class = serializers.IntegerField if kind is int else serializers.FloatField
+        return field_class(min_value=low, max_value=high, required=not change, allow_null=change)
+
+    return inline_serializer(name, {key: setting(kind, *policy_class.RANGES[key]) for key, kind in setting_types(policy_class).items()})
 
 
-GATE_THRESHOLDS = policy_schema("GateThresholds", gates.Thresholds, partial=False)
-CANARY_POLICY = policy_schema("CanaryPolicy", canary.CanaryPolicy, partial=False)
+GATE_THRESHOLDS = policy_schema("GateThresholds", gates.Thresholds, change=False)
+CANARY_POLICY = policy_schema("CanaryPolicy", canary.CanaryPolicy, change=False)
 
 
 class GateThresholdsView(APIView):
@@ -113,9 +117,9 @@ class GateThresholdsView(APIView):
     def get(self, request):
         return Response(asdict(gates.thresholds_for(request.auth.org)))
 
-    @extend_schema(request=policy_schema("GateThresholdsChange", gates.Thresholds, partial=True),
+    @extend_schema(request=policy_schema("GateThresholdsChange", gates.Thresholds, change=True),
                    responses={200: GATE_THRESHOLDS, **ERRORS},
-                   description="Change the named tolerances; the others keep their values. Audited.")
+                   description="Change the named tolerances (null: back to the default); the others keep their values. Audited.")
     def put(self, request):
         thresholds = gates.thresholds_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)
         return Response(asdict(thresholds))
@@ -131,9 +135,9 @@ class CanaryPolicyView(APIView):
     def get(self, request):
         return Response(asdict(canary.canary_policy_for(request.auth.org)))
 
-    @extend_schema(request=policy_schema("CanaryPolicyChange", canary.CanaryPolicy, partial=True),
+    @extend_schema(request=policy_schema("CanaryPolicyChange", canary.CanaryPolicy, change=True),
                    responses={200: CANARY_POLICY, **ERRORS},
-                   description="Change the named settings; the others keep their values. A canary running now keeps "
+                   description="Change the named settings (null: back to the default); the others keep their values. A canary running now keeps "
                                "its share; its verdict uses the new minimum and tolerances. Audited.")
     def put(self, request):
         return Response(asdict(canary.canary_policy_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)))

@@ -73,7 +73,7 @@ def test_the_canary_policy_is_read_by_members_and_changed_by_admins(acme, settin
 
 
 @pytest.mark.parametrize("bad, names", [
-    ({"share": 1}, "share"), ({"share": 0}, "share"), ({"share": "half"}, "share"), ({"share": True}, "share"),
+    ({"share": 1}, "share"), ({"share": 0.005}, "share"), ({"share": "half"}, "share"), ({"share": True}, "share"),
     ({"min_interactions": 0}, "min_interactions"), ({"min_interactions": 10.5}, "min_interactions"),
     ({"latency": -0.1}, "latency"), ({"traffic": 0.3}, "traffic"), (["share"], "object"),
 ])
@@ -86,9 +86,22 @@ def test_a_bad_canary_policy_is_refused_whole_and_named(acme, bad, names):
     assert not acme.org.audit_events.filter(action="canary_policy.update").exists()
 
 
+def test_every_setting_out_of_range_is_named_in_the_details(acme):
+    response = acme.client.put("/api/v1/canary-policy", {"share": 2, "latency": -1, "min_interactions": 5}, format="json")
+    assert response.status_code == 400 and set(response.json()["error"]["details"]) == {"share", "latency"}
+
+
+def test_null_puts_a_setting_back_on_the_default(acme):
+    acme.client.put("/api/v1/canary-policy", {"share": 0.3, "latency": 1.0}, format="json")
+    reset = acme.client.put("/api/v1/canary-policy", {"share": None}, format="json").json()
+    assert (reset["share"], reset["latency"]) == (0.5, 1.0)
+    assert acme.org.canary_settings.values == {"latency": 1.0}
+
+
 def test_only_admins_change_the_canary_policy_and_each_change_is_audited(acme):
     assert acme.client_with_role(Role.VIEWER).put("/api/v1/canary-policy", {"share": 0.3}, format="json").status_code == 403
     acme.client.put("/api/v1/canary-policy", {"share": 0.3}, format="json")
     acme.client.put("/api/v1/canary-policy", {"min_interactions": 50}, format="json")
+    acme.client.put("/api/v1/canary-policy", {"share": 0.3}, format="json")  # no change: nothing to audit
     events = list(acme.org.audit_events.filter(action="canary_policy.update").order_by("at", "pk").values_list("before", "after"))
     assert events == [({}, {"share": 0.3}), ({"share": 0.3}, {"share": 0.3, "min_interactions": 50})]

@@ -174,16 +174,15 @@ GATEWAY_LIMITS = {
 GATES_GLOBAL_SUITE = env_str("PLATFORM_GLOBAL_SUITE", "demo.suite.global_suite")
 GATES_HOLDOUT_EVERY = env_int("PLATFORM_HOLDOUT_EVERY", 10, minimum=0)  # 1 interaction in N never trains: the tenant suite
 # Canaries (serving/canary.py): the candidate's share of end users, the interactions with a
-# settled outcome each arm needs before a verdict, and the changes tolerated. These are the
-# defaults; an organization's admins set their own through /api/v1/canary-policy.
+# settled outcome each arm needs before a verdict, and the rise of latency tolerated. They are
+# this deployment's defaults (serving.canary.CanaryPolicy has the rest, and each range); an
+# organization's admins set their own through /api/v1/canary-policy.
 CANARY_POLICY = {
     "share": env_float("PLATFORM_CANARY_SHARE", 0.5, minimum=0.01, maximum=0.99),
-    "min_interactions": env_int("PLATFORM_CANARY_MIN_INTERACTIONS", 100, minimum=1),
-    "edit_persisted_rate": 0.02,
-    "dissatisfied_rate": 0.02,
+    "min_interactions": env_int("PLATFORM_CANARY_MIN_INTERACTIONS", 100, minimum=1, maximum=100_000),
     # A LoRA adapter costs latency on CPU (0.55-0.73x the base's throughput here): a CPU
     # deployment may need more room than a GPU one.
-    "latency": env_float("PLATFORM_CANARY_LATENCY_TOLERANCE", 0.25, minimum=0.0),
+    "latency": env_float("PLATFORM_CANARY_LATENCY_TOLERANCE", 0.25, minimum=0.0, maximum=10.0),
 }
 
 # Training runs (training/runs.py). Each run works in TRAINING_WORK_DIR/<run id> (checkpoints,
