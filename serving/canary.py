@@ -7,15 +7,18 @@ later and counting it early would favour whichever arm served less recently. Onc
 have `min_interactions`, they are compared with confidence intervals: edit-persisted rate (no
 significant drop), dissatisfied-follow-up rate and latency (no significant rise); any check
 failing rolls the candidate back, none failing promotes it. No verdict is taken on less, in
-either direction.
+either direction, until the canary has run `max_hours`: a candidate that could not show on its
+organization's traffic in that time that it is no worse is rolled back ("expired"), so a
+quiet organization's loop moves on instead of waiting forever.
 """
 
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import ClassVar
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from serving.gates import Check, no_regression, no_rise
 from serving.models import AdapterVersion, CanarySettings
@@ -37,12 +40,13 @@ class CanaryPolicy:
     edit_persisted_rate: float = 0.02  # the drop tolerated
     dissatisfied_rate: float = 0.02  # the rise tolerated
     latency: float = 0.25  # the rise tolerated, relative to the incumbent's mean
+    max_hours: float = 168.0  # a canary still short of min_interactions after this long is rolled back
 
     # What an organization may set each to (serving.overrides). Both arms need users: on a
     # sliver of them, one arm would take weeks to reach its minimum.
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "share": (0.01, 0.99), "min_interactions": (1, 100_000),
-        "edit_persisted_rate": (0, 10), "dissatisfied_rate": (0, 10), "latency": (0, 10),
+        "edit_persisted_rate": (0, 10), "dissatisfied_rate": (0, 10), "latency": (0, 10), "max_hours": (0.01, 8760),
     }
 
     def __post_init__(self) -> None:
@@ -75,6 +79,7 @@ class Arm:
 class CanaryReport:
     decision: str  # wait, promote or roll_back
     min_interactions: int  # what each arm needs before a verdict
+    expired: bool  # rolled back for running out of time before both arms had min_interactions
     checks: list[Check]
     candidate: Arm
     incumbent: Arm
@@ -88,7 +93,7 @@ class CanaryReport:
 
 
 def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: AdapterVersion | None,
-                    since: datetime, policy: CanaryPolicy) -> CanaryReport:
+                    since: datetime, policy: CanaryPolicy, now: datetime | None = None) -> CanaryReport:
     arms = _arm(org, candidate.name, since), _arm(org, incumbent.name if incumbent else None, since)
     c, i = arms
     checks = []
@@ -106,13 +111,16 @@ def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: 
             base = max(mean(i.latencies_ms), 1.0)
             checks.append(no_rise("canary", "latency", mean(c.latencies_ms), mean(i.latencies_ms), (low / base, high / base), policy.latency,
                                 len(c.latencies_ms), note="mean ms; interval and threshold relative to the incumbent's mean"))
-    if min(c.interactions, i.interactions) < policy.min_interactions:
-        decision = WAIT
-    elif any(not check.passed for check in checks):
+    short = min(c.interactions, i.interactions) < policy.min_interactions
+    expired = short and (now or timezone.now()) - since >= timedelta(hours=policy.max_hours)
+    if expired or (not short and any(not check.passed for check in checks)):
         decision = ROLL_BACK
+    elif short:
+        decision = WAIT
     else:
         decision = PROMOTE
-    return CanaryReport(decision=decision, min_interactions=policy.min_interactions, checks=checks, candidate=c, incumbent=i)
+    return CanaryReport(decision=decision, min_interactions=policy.min_interactions, expired=expired, checks=checks,
+                        candidate=c, incumbent=i)
 
 
 def _arm(org: Organization, served_by: str | None, since: datetime) -> Arm:

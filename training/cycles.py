@@ -163,7 +163,8 @@ def _judge_canary(cycle: Cycle) -> None:
         _end_canary(cycle, Status.PROMOTED, report)
     elif report.decision == canary.ROLL_BACK:
         try:
-            deployments.canary_stop(adapter=candidate, actor="canary", reason=", ".join(c.name for c in report.checks if not c.passed))
+            reason = "expired" if report.expired else ", ".join(c.name for c in report.checks if not c.passed)
+            deployments.canary_stop(adapter=candidate, actor="canary", reason=reason)
         except Conflict:  # a duplicate of this step stopped it first
             pass
         _end_canary(cycle, Status.ROLLED_BACK, report)

@@ -146,6 +146,24 @@ def test_a_worse_candidate_in_canary_is_rolled_back(acme, training, sent, replic
     assert AdapterVersion.objects.for_org(acme.org).get().status == AdapterVersion.Status.BLOCKED
 
 
+def test_a_canary_short_of_its_minimum_when_its_time_is_up_is_rolled_back(acme, training, sent, replicas, monkeypatch):
+    canary.canary_policy_update(org=acme.org, changes={"max_hours": 24}, actor="admin@acme")
+    gate_verdict(monkeypatch)
+    cycle = trained_cycle(acme.org)
+    cycles.cycle_advance(str(cycle.pk))
+    arm_traffic(acme.org, cycle.candidate.name, served=40, persisted=0.5, dissatisfied=0.0, seed=8)  # better, but too few
+    arm_traffic(acme.org, None, served=40, persisted=0.1, dissatisfied=0.3, seed=9)
+    in_canary = Cycle.objects.for_org(acme.org).filter(pk=cycle.pk)
+    in_canary.update(canary_started_at=timezone.now() - timedelta(hours=23))
+    assert cycles.cycle_advance(str(cycle.pk)).status == Status.CANARY  # an hour left: it waits
+
+    in_canary.update(canary_started_at=timezone.now() - timedelta(hours=25))
+    done = cycles.cycle_advance(str(cycle.pk))
+    assert done.status == Status.ROLLED_BACK and done.canary_report["expired"] and done.canary_report["decision"] == "roll_back"
+    assert route_of(org=acme.org).canary is None
+    assert acme.org.audit_events.get(action="adapter.canary_rollback").after == {"reason": "expired"}
+
+
 def test_a_hacking_candidate_is_blocked_with_an_alert_and_never_routed(acme, training, sent, replicas, monkeypatch):
     gate_verdict(monkeypatch, ("hacking", "ask_rate_on_clear"))
     cycle = trained_cycle(acme.org)
