@@ -93,7 +93,7 @@ class CanaryReport:
 
 
 def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: AdapterVersion | None,
-                    since: datetime, policy: CanaryPolicy, now: datetime | None = None) -> CanaryReport:
+                    since: datetime, policy: CanaryPolicy) -> CanaryReport:
     arms = _arm(org, candidate.name, since), _arm(org, incumbent.name if incumbent else None, since)
     c, i = arms
     checks = []
@@ -112,7 +112,7 @@ def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: 
             checks.append(no_rise("canary", "latency", mean(c.latencies_ms), mean(i.latencies_ms), (low / base, high / base), policy.latency,
                                 len(c.latencies_ms), note="mean ms; interval and threshold relative to the incumbent's mean"))
     short = min(c.interactions, i.interactions) < policy.min_interactions
-    expired = short and (now or timezone.now()) - since >= timedelta(hours=policy.max_hours)
+    expired = short and timezone.now() - since >= timedelta(hours=policy.max_hours)
     if expired or (not short and any(not check.passed for check in checks)):
         decision = ROLL_BACK
     elif short:

@@ -34,9 +34,9 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import ClassVar
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 from django.conf import settings
 from django.utils.module_loading import import_string

@@ -7,6 +7,7 @@ organization that never set that key, and setting a key to null makes it follow 
 """
 
 from dataclasses import fields, replace
+from functools import cache
 from typing import TypeVar, get_type_hints
 
 from django.db import models, transaction
@@ -26,8 +27,10 @@ class PolicyError(ValueError):
         self.problems = problems
 
 
+@cache
 def setting_types(policy_class: type) -> dict[str, type]:
-    """Each setting's type, int (whole numbers) or float."""
+    """Each setting's type, int (whole numbers) or float; read once per class, since every policy
+    built (each gate run, each canary verdict) checks its values."""
     hints = get_type_hints(policy_class)
     return {f.name: hints[f.name] for f in fields(policy_class)}
 
