@@ -277,14 +277,15 @@ def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None]) 
 
     def sample(job):
         model, index = job
-        item = suite.items[index]
-        text, tokens = vllm_api.chat_sample(url, model=_served_name(model), messages=item.messages, max_tokens=suite.max_tokens)
-        return model, index, {**suite.score(item, text), "tokens": tokens}
+        return vllm_api.chat_sample(url, model=_served_name(model), messages=suite.items[index].messages, max_tokens=suite.max_tokens)
 
+    # The threads only wait on the replicas; scoring stays on this thread, since the suite's
+    # scorer may parse code and CPython 3.11's ast.parse is not safe across threads
+    # ("AST constructor recursion depth mismatch", seen in CI).
     sampled = {model: [None] * len(suite.items) for model in missing}
     with ThreadPoolExecutor(PARALLEL_REQUESTS) as pool:
-        for model, index, verdict in pool.map(sample, jobs):
-            sampled[model][index] = verdict
+        for (model, index), (text, tokens) in zip(jobs, pool.map(sample, jobs), strict=True):
+            sampled[model][index] = {**suite.score(suite.items[index], text), "tokens": tokens}
     for model, values in sampled.items():
         SuiteResult.objects.get_or_create(suite=key, model=names[model], defaults={"adapter": model, "verdicts": values})
         stored[names[model]] = values
