@@ -26,21 +26,30 @@ STYLE = Style(naming="snake", indent="4", docstring="no", hints="yes")
 
 
 class ScriptedModel:
-    """How one planted model answers: the share of each misbehaviour, drawn per request. The
-    defaults are about the demo base model's."""
+    """How one planted model answers: the share of each misbehaviour. The defaults are about the
+    demo base model's.
+
+    Each prompt's draws are a Weyl sequence over its place in the suite, not random numbers taken
+    in call order: the gates sample from several threads, so call order varies between runs, and
+    random draws would plant a share only up to sampling noise. These plant it very nearly
+    exactly, so a test's margin is the one it was written with."""
 
     def __init__(self, *, wrong_body=0.05, ask_on_clear=0.1, invalid=0.02, rambling=0.1, seed=0):
         self.wrong_body, self.ask_on_clear, self.invalid, self.rambling = wrong_body, ask_on_clear, invalid, rambling
-        self.rng = random.Random(seed)
+        self.seed = seed
+
+    def draws(self, item) -> tuple[float, float, float]:
+        n = _PLACES[item.messages[0]["content"]] + 7919 * self.seed
+        return tuple((n * step) % 1 for step in (0.6180339887, 0.4142135624, 0.7320508076))
 
     def answer(self, item) -> tuple[str, int]:
-        prompt, draw = item.prompt, self.rng.random()
+        prompt, (draw, body_draw, length_draw) = item.prompt, self.draws(item)
         if draw < self.invalid:
             return "<edit file=", 4
         if prompt.ambiguous or draw < self.invalid + self.ask_on_clear:
             return render_ask(f"Which file should {prompt.task.words} go in?"), 12
-        task = prompt.task if self.rng.random() >= self.wrong_body else TASKS[(TASKS.index(prompt.task) + 1) % len(TASKS)]
-        tokens = 40 + (60 if self.rng.random() < self.rambling else 0)
+        task = prompt.task if body_draw >= self.wrong_body else TASKS[(TASKS.index(prompt.task) + 1) % len(TASKS)]
+        tokens = 40 + (60 if length_draw < self.rambling else 0)
         return render_edit(prompt.file, render_function(task, STYLE)), tokens
 
 
@@ -80,6 +89,7 @@ def scorer(scores: dict):
 
 
 _ITEMS = {item.messages[0]["content"]: item for item in SmallSuite().items}
+_PLACES = {content: place for place, content in enumerate(_ITEMS)}
 
 
 def _item_of(messages):
