@@ -14,43 +14,20 @@ quiet organization's loop moves on instead of waiting forever.
 
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import ClassVar
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from serving.gates import Check, no_regression, no_rise
 from serving.models import AdapterVersion, CanarySettings
-from serving.overrides import check_ranges, policy_for, policy_update
-from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval
+from serving.overrides import policy_for, policy_update
+from serving.policies import CanaryPolicy
+from serving.statistics import mean
+from serving.verdicts import Check, no_regression, no_rise, rate_comparison, relative_mean_comparison
 from tenants.models import FeedbackEvent, Interaction, Organization
 
 WAIT, PROMOTE, ROLL_BACK = "wait", "promote", "roll_back"
 PENDING = ("edit_accepted",)  # an outcome still to come: persisted or reverted
-
-
-@dataclass(frozen=True)
-class CanaryPolicy:
-    """How a canary runs and decides: these defaults, with settings.CANARY_POLICY's values (from
-    the environment) over them, and the organization's own over those (`/api/v1/canary-policy`)."""
-
-    share: float = 0.5  # of the organization's end users, fixed when the canary starts
-    min_interactions: int = 100  # with a settled outcome, in each arm, before a verdict
-    edit_persisted_rate: float = 0.02  # the drop tolerated
-    dissatisfied_rate: float = 0.02  # the rise tolerated
-    latency: float = 0.25  # the rise tolerated, relative to the incumbent's mean
-    max_hours: float = 168.0  # a canary still short of min_interactions after this long is rolled back
-
-    # What an organization may set each to (serving.overrides). Both arms need users: on a
-    # sliver of them, one arm would take weeks to reach its minimum.
-    RANGES: ClassVar[dict[str, tuple[float, float]]] = {
-        "share": (0.01, 0.99), "min_interactions": (1, 100_000),
-        "edit_persisted_rate": (0, 10), "dissatisfied_rate": (0, 10), "latency": (0, 10), "max_hours": (0.01, 8760),
-    }
-
-    def __post_init__(self) -> None:
-        check_ranges(self)
 
 
 def canary_policy_for(org: Organization) -> CanaryPolicy:
@@ -99,18 +76,14 @@ def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: 
     checks = []
     if c.interactions and i.interactions:
         checks = [
-            no_regression("canary", "edit_persisted_rate", c.persisted / c.interactions, i.persisted / i.interactions,
-                          rate_difference_interval(c.persisted, c.interactions, i.persisted, i.interactions),
-                          policy.edit_persisted_rate, c.interactions),
-            no_rise("canary", "dissatisfied_rate", c.dissatisfied / c.interactions, i.dissatisfied / i.interactions,
-                  rate_difference_interval(c.dissatisfied, c.interactions, i.dissatisfied, i.interactions),
-                  policy.dissatisfied_rate, c.interactions),
+            no_regression("canary", "edit_persisted_rate", rate_comparison(c.persisted, c.interactions, i.persisted, i.interactions),
+                          policy.edit_persisted_rate),
+            no_rise("canary", "dissatisfied_rate", rate_comparison(c.dissatisfied, c.interactions, i.dissatisfied, i.interactions),
+                    policy.dissatisfied_rate),
         ]
         if c.latencies_ms and i.latencies_ms:
-            low, high = bootstrap_difference_interval(c.latencies_ms, i.latencies_ms, mean, resamples=1000)
-            base = max(mean(i.latencies_ms), 1.0)
-            checks.append(no_rise("canary", "latency", mean(c.latencies_ms), mean(i.latencies_ms), (low / base, high / base), policy.latency,
-                                len(c.latencies_ms), note="mean ms; interval and threshold relative to the incumbent's mean"))
+            checks.append(no_rise("canary", "latency", relative_mean_comparison(c.latencies_ms, i.latencies_ms), policy.latency,
+                                  note="mean ms; interval and threshold relative to the incumbent's mean"))
     short = min(c.interactions, i.interactions) < policy.min_interactions
     expired = short and timezone.now() - since >= timedelta(hours=policy.max_hours)
     if expired or (not short and any(not check.passed for check in checks)):

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from serving import vllm_api
 from serving.models import AdapterVersion, Route
-from serving.registry import adapter_files
+from serving.registry import adapter_files, route_of
 from serving.routing import route_changed
 from tenants.audit import audit_record
 from tenants.errors import Conflict, InvalidInput, Unavailable
@@ -135,6 +135,17 @@ def canary_stop(*, adapter: AdapterVersion, actor: str, reason: str) -> Route:
         transaction.on_commit(lambda: route_changed(org_id=adapter.org_id))
     transaction.on_commit(lambda: adapters_unload_drained(org=adapter.org))
     return route
+
+
+def adapter_withdraw(*, adapter: AdapterVersion, actor: str) -> Route:
+    """Stop serving `adapter` by hand: in canary, its users go back to the incumbent (canary_stop);
+    serving, the organization goes back to what it replaced (adapter_rollback)."""
+    route = route_of(org=adapter.org)
+    if route.canary_id == adapter.pk:
+        return canary_stop(adapter=adapter, actor=actor, reason="by hand")
+    if route.serving_id != adapter.pk:
+        raise Conflict(f"{adapter.name} is neither serving this organization nor in canary.")
+    return adapter_rollback(org=adapter.org, actor=actor)
 
 
 def adapters_unload_drained(*, org: Organization) -> None:

@@ -63,7 +63,7 @@ class Route(models.Model):
 
 class TrafficLimits(models.Model):
     """An organization's share of the gateway; a missing row or field means the default of
-    settings.GATEWAY_LIMITS. Enforced per gateway process (README, "Limits")."""
+    serving.policies.Limits with settings.GATEWAY_LIMITS over it. Enforced per gateway process."""
 
     org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="traffic_limits")
     requests_per_minute = models.PositiveIntegerField(null=True)
@@ -91,26 +91,29 @@ class Alert(models.Model):
     objects = TenantManager()
 
 
-class GateThresholds(models.Model):
-    """An organization's own tolerances for the gates (serving.gates.Thresholds names them);
-    a missing row or key means the default."""
+class PolicyOverrides(models.Model):
+    """An organization's own values for some of a policy's settings (serving.overrides); a
+    missing row or key means the default."""
+
+    values = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        abstract = True
+
+
+class GateThresholds(PolicyOverrides):
+    """Of serving.policies.Thresholds: the gates' tolerances."""
 
     org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="gate_thresholds")
-    values = models.JSONField(default=dict)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    objects = TenantManager()
 
 
-class CanarySettings(models.Model):
-    """An organization's own canary policy (serving.canary.CanaryPolicy names the settings);
-    a missing row or key means the default."""
+class CanarySettings(PolicyOverrides):
+    """Of serving.policies.CanaryPolicy."""
 
     org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="canary_settings")
-    values = models.JSONField(default=dict)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    objects = TenantManager()
 
 
 class SuiteResult(models.Model):

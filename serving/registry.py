@@ -12,12 +12,13 @@ import shutil
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils.module_loading import import_string
 
 from serving.models import AdapterVersion, Route
 from tenants.errors import Conflict, InvalidInput, NotFound
 from tenants.models import Organization
+from tenants.transactions import retried_on_integrity_error
 
 
 def base_model_dir() -> Path:
@@ -65,10 +66,8 @@ def adapter_register(*, org: Organization, source_dir: Path, parent: AdapterVers
         raise Conflict(f"The adapter was trained on {base!r}; this platform serves {settings.SERVING_BASE_MODEL_NAME!r}.")
     if parent is not None and parent.org_id != org.pk:
         raise NotFound("No such parent adapter in this organization.")
-    try:
-        return _register_next_version(org, source_dir, base, parent, dataset_sha256)
-    except IntegrityError:  # a registration racing this one took the number: take the next
-        return _register_next_version(org, source_dir, base, parent, dataset_sha256)
+    # A registration racing this one took the number: take the next.
+    return retried_on_integrity_error(lambda: _register_next_version(org, source_dir, base, parent, dataset_sha256))
 
 
 def _register_next_version(org, source_dir, base, parent, dataset_sha256) -> AdapterVersion:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from tenants.audit import audit_record
 from tenants.models import ApiKey, AuditEvent, FeedbackEvent, Interaction, Membership, Organization, PrivacyPolicy
-from tenants.recording import tasks_of
+from tenants.selectors import tasks_list
 
 CHUNK = 500
 
@@ -25,7 +25,7 @@ def _rows(org: Organization) -> Iterator[tuple[str, object]]:
     yield from (("member", m) for m in Membership.objects.for_org(org).select_related("user").order_by("pk"))
     yield from (("api_key", k) for k in ApiKey.objects.for_org(org).order_by("created_at"))
     yield from (("audit_event", e) for e in _chunked(AuditEvent.objects.for_org(org)))
-    yield from (("task", t) for t in _chunked(tasks_of(org=org)))
+    yield from (("task", t) for t in _chunked(tasks_list(org=org)))
     yield from (("interaction", i) for i in _chunked(Interaction.objects.for_org(org).select_related("org")))
     yield from (("feedback", f) for f in _chunked(FeedbackEvent.objects.for_org(org)))
 

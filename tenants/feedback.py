@@ -15,11 +15,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from tenants.errors import Conflict, InvalidInput, NotFound
 from tenants.models import FeedbackEvent, Interaction, Organization
+from tenants.transactions import retried_on_integrity_error
 
 EVENT_TYPES = frozenset(FeedbackEvent.Type.values)
 EVENT_FIELDS = frozenset({"interaction_id", "type", "idempotency_key", "value", "occurred_at"})
@@ -158,10 +159,7 @@ def _occurred_at(raw, now: datetime) -> datetime:
 def feedback_ingest(*, org: Organization, events: list[FeedbackIn]) -> list[ItemResult]:
     """Store a parsed batch once. Safe to call concurrently with the same batch: the loser of
     the race on the idempotency constraint retries and finds the winner's rows."""
-    try:
-        return _ingest(org, events)
-    except IntegrityError:
-        return _ingest(org, events)
+    return retried_on_integrity_error(lambda: _ingest(org, events))
 
 
 def _ingest(org: Organization, events: list[FeedbackIn]) -> list[ItemResult]:

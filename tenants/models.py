@@ -78,10 +78,6 @@ class PrivacyPolicy(models.Model):
 
     objects = TenantManager()
 
-    FIELDS = ("training_enabled", "store_content", "retention_days", "redact")
-
-    def as_dict(self) -> dict:
-        return {field: getattr(self, field) for field in self.FIELDS}
 
 
 class AuditEvent(models.Model):

@@ -14,6 +14,7 @@ from django.utils.text import slugify
 from tenants import keys
 from tenants.audit import audit_record
 from tenants.privacy import policy_validate
+from tenants.ranges import policy_values
 from tenants.signals import organization_deleted
 from tenants.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tenants.models import ApiKey, Membership, Organization, PrivacyPolicy, Role, role_at_least
@@ -56,10 +57,10 @@ def org_create(*, name: str, owner_email: str, policy: dict | None = None) -> tu
         raise InvalidInput("An organization needs a name.")
     if "@" not in owner_email:
         raise InvalidInput(f"{owner_email!r} is not an email address.")
-    policy_validate(policy or {})
+    settings = policy_values(policy_validate(policy or {}))
     with transaction.atomic():
         org = Organization.objects.create(slug=_unique_slug(name), name=name)
-        PrivacyPolicy.objects.create(org=org, **(policy or {}))
+        PrivacyPolicy.objects.create(org=org, **settings)
         keys.data_key_create(org=org)
         owner = user_for_email(owner_email)
         Membership.objects.create(org=org, user=owner, role=Role.OWNER)

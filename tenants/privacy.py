@@ -1,29 +1,52 @@
 """Privacy policies: read, change (audited), and what a change sets in motion."""
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from django.db import transaction
 
 from tenants.audit import audit_record
-from tenants.errors import InvalidInput
+from tenants.errors import Conflict
 from tenants.models import Organization, PrivacyPolicy
+from tenants.ranges import PolicyError, check, known_changes, policy_values, settings_of
 from tenants.retention import content_purge_all
 
-MAX_RETENTION_DAYS = 3650
+
+@dataclass(frozen=True)
+class PrivacySettings:
+    """What an organization allows done with its data; the model's defaults for a new one."""
+
+    training_enabled: bool = False  # no training on a customer's data unless they opt in
+    store_content: bool = True  # off: zero retention, metrics and feedback only
+    retention_days: int = 30  # recorded content older than this is purged
+    redact: bool = True  # secrets and PII replaced before anything is stored
+
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"retention_days": (1, 3650)}
+
+    def __post_init__(self) -> None:
+        check(self)
+        if self.training_enabled and not self.store_content:
+            raise PolicyError({"training_enabled": "Training needs stored content: with store_content off (zero retention) "
+                                                   "training_enabled must be off."})
 
 
 def policy_get(*, org: Organization) -> PrivacyPolicy:
     return PrivacyPolicy.objects.for_org(org).get()
 
 
-def policy_validate(values: dict) -> None:
-    """Refuse a policy that cannot be honoured, whichever path sets it (API, create_org)."""
-    unknown = set(values) - set(PrivacyPolicy.FIELDS)
-    if unknown:
-        raise InvalidInput(f"Unknown privacy policy field(s): {', '.join(sorted(unknown))}.")
-    days = values.get("retention_days")
-    if days is not None and (isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_RETENTION_DAYS):
-        raise InvalidInput(f"retention_days must be a whole number of days between 1 and {MAX_RETENTION_DAYS}.")
-    if values.get("training_enabled") and values.get("store_content") is False:
-        raise InvalidInput("Training needs stored content: with store_content off (zero retention) training_enabled must be off.")
+def policy_validate(values) -> PrivacySettings:
+    """The settings `values` name over the defaults, or PolicyError naming each bad one,
+    whichever path sets them (API, create_org)."""
+    return PrivacySettings(**known_changes(PrivacySettings, values))
+
+
+def trainable_check(*, org: Organization) -> None:
+    """Refuse (Conflict) to train on an organization that does not allow it or keeps no text."""
+    policy = policy_get(org=org)
+    if not policy.training_enabled:
+        raise Conflict("Training is off in this organization's privacy policy (training_enabled).")
+    if not policy.store_content:
+        raise Conflict("This organization keeps no text (store_content is off): there is nothing to train on.")
 
 
 def policy_update(*, org: Organization, changes: dict, actor: str) -> PrivacyPolicy:
@@ -34,10 +57,9 @@ def policy_update(*, org: Organization, changes: dict, actor: str) -> PrivacyPol
     """
     with transaction.atomic():
         policy = PrivacyPolicy.objects.for_org(org).select_for_update().get()
-        before = policy.as_dict()
-        after = before | changes
-        policy_validate(after)
-        for field, value in changes.items():
+        before = {name: getattr(policy, name) for name in settings_of(PrivacySettings)}
+        after = policy_values(policy_validate(before | known_changes(PrivacySettings, changes)))
+        for field, value in after.items():
             setattr(policy, field, value)
         if after == before:
             return policy

@@ -3,8 +3,7 @@
 import uuid
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db import transaction
 from django.utils import timezone
 
 from tenants import keys, redaction
@@ -13,6 +12,8 @@ from tenants.errors import Conflict, NotFound
 from tenants.locking import lock_for_share
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
 from tenants.privacy import policy_get
+from tenants.selectors import tasks_list
+from tenants.transactions import retried_on_integrity_error
 
 
 @dataclass(frozen=True)
@@ -105,18 +106,8 @@ def task_create(*, org: Organization) -> BackgroundTask:
     return BackgroundTask.objects.create(org=org)
 
 
-def tasks_of(*, org: Organization):
-    """The organization's tasks with their outcome (if it arrived) and number of interactions."""
-    outcome = FeedbackEvent.objects.for_org(org).filter(task=OuterRef("pk"), type=FeedbackEvent.Type.TASK_OUTCOME)
-    return BackgroundTask.objects.for_org(org).annotate(
-        outcome=Subquery(outcome.values("value")[:1]),
-        outcome_at=Subquery(outcome.values("received_at")[:1]),
-        interaction_count=Count("interactions"),
-    )
-
-
 def task_get(*, org: Organization, task_id) -> BackgroundTask:
-    task = tasks_of(org=org).filter(pk=task_id).first()
+    task = tasks_list(org=org).filter(pk=task_id).first()
     if task is None:
         raise NotFound(f"No task {task_id} in this organization.")
     return task
@@ -129,10 +120,7 @@ def task_outcome_record(*, task: BackgroundTask, value: float, idempotency_key: 
     task that already has one is a conflict, not an overwrite. Two deliveries racing on the
     idempotency constraint: the loser retries and finds the winner's event.
     """
-    try:
-        return _task_outcome_record(task, value, idempotency_key)
-    except IntegrityError:
-        return _task_outcome_record(task, value, idempotency_key)
+    return retried_on_integrity_error(lambda: _task_outcome_record(task, value, idempotency_key))
 
 
 def _task_outcome_record(task: BackgroundTask, value: float, idempotency_key: str) -> tuple[FeedbackEvent, bool]:

@@ -16,7 +16,6 @@ import logging
 import time
 from datetime import timedelta
 
-from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -26,10 +25,12 @@ from serving import canary, deployments, gates
 from serving.registry import adapter_files, base_model_dir
 from serving.statistics import mean
 from serving.vllm_api import VllmError
+from tenants import transactions
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError, NotFound, Unavailable
 from tenants.models import Organization, PrivacyPolicy
-from training import engine, runs
+from tenants.privacy import trainable_check
+from training import engine, runs, schedules
 from training.models import Cycle, TrainingRun
 
 log = logging.getLogger(__name__)
@@ -40,12 +41,12 @@ ADVANCE_TASK = "training.tasks.cycle_advance"
 
 def cycle_request(*, org: Organization, trigger: str, actor: str) -> Cycle:
     """Queue a cycle; refused while training is off or another cycle is active."""
-    runs.check_trainable(org)
+    trainable_check(org=org)
     try:
         with transaction.atomic():
             cycle = Cycle.objects.create(org=org, trigger=trigger, requested_by=actor)
             audit_record(org=org, actor=actor, action="cycle.request", target=str(cycle.pk), after={"trigger": trigger})
-            transaction.on_commit(lambda: send_advance(cycle.pk))
+            transactions.send_on_commit(ADVANCE_TASK, cycle.pk)
     except IntegrityError:
         active = Cycle.objects.for_org(org).filter(status__in=Cycle.ACTIVE).first()
         raise Conflict(f"A cycle is already active for this organization: {active.pk if active else 'finishing'}.",
@@ -58,14 +59,6 @@ def cycle_get(*, org: Organization, cycle_id) -> Cycle:
     if cycle is None:
         raise NotFound("No such cycle in this organization.")
     return cycle
-
-
-def send_advance(cycle_id) -> None:
-    """Best effort, like runs._send: the tick resends what the broker lost."""
-    try:
-        current_app.send_task(ADVANCE_TASK, args=[str(cycle_id)])
-    except Exception:
-        log.exception("Could not send cycle %s to the broker; the tick will", cycle_id)
 
 
 def run_ended(run: TrainingRun) -> None:
@@ -122,7 +115,7 @@ def _after_training(cycle: Cycle) -> None:
         return
     seconds = {**cycle.stage_seconds, "train": _seconds_between(run.started_at, run.finished_at)}
     if _move(cycle, Status.RUNNING, Status.GATING, candidate=run.candidate, incumbent=run.incumbent, stage_seconds=seconds):
-        send_advance(cycle.pk)
+        transactions.send(ADVANCE_TASK, cycle.pk)
 
 
 def _gate(cycle: Cycle) -> None:
@@ -215,7 +208,7 @@ def cycles_start_due(*, now=None) -> list[Cycle]:
     trainable = PrivacyPolicy.objects.across_orgs().filter(training_enabled=True, store_content=True).select_related("org")
     for policy in trainable:
         org = policy.org
-        if Cycle.objects.for_org(org).filter(status__in=Cycle.ACTIVE).exists() or not runs.run_due(org=org, now=now):
+        if Cycle.objects.for_org(org).filter(status__in=Cycle.ACTIVE).exists() or not schedules.run_due(org=org, now=now):
             continue
         try:
             started.append(cycle_request(org=org, trigger=TrainingRun.Trigger.SCHEDULE, actor="schedule"))
@@ -236,5 +229,5 @@ def cycles_nudge(*, now=None) -> list[str]:
     )
     nudged = [str(pk) for pk in waiting.values_list("pk", flat=True)]
     for cycle_id in nudged:
-        send_advance(cycle_id)
+        transactions.send(ADVANCE_TASK, cycle_id)
     return nudged

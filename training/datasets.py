@@ -5,7 +5,7 @@ On-policy first: completions served by the incumbent version. Those of the versi
 replaced, up to `staleness` deployments back, also count, marked off-policy: the engine
 weighs them with truncated importance ratios against the incumbent. Older ones never do.
 
-One interaction in ten (serving.gates.held_out) never trains: the gates judge candidates on it.
+One interaction in ten (tenants.holdout) never trains: the gates judge candidates on it.
 Any other interaction counts when it has feedback (its own events or its task's outcome), its text
 and tokens were stored (not zero-retention, not purged by retention, not redacted: token ids
 spell the text), and, with `since`, it is newer than the last run or got feedback after it:
@@ -22,11 +22,10 @@ from datetime import datetime
 
 from django.db.models import Q
 
-from serving.gates import held_out
 from serving.models import AdapterVersion
-from tenants.errors import Conflict
+from tenants.holdout import held_out
 from tenants.models import FeedbackEvent, Interaction, Organization
-from tenants.privacy import policy_get
+from tenants.privacy import trainable_check
 from tenants.recording import interaction_content
 from training.engine import Example
 from training.rewards import RewardSpecValues, interaction_reward, outcome_shares
@@ -49,11 +48,7 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
                   limit: int | None = None) -> Dataset:
     """The examples of one run; with `limit`, the most recent ones only, so that one organization's
     backlog cannot hold a worker for hours."""
-    policy = policy_get(org=org)
-    if not policy.training_enabled:
-        raise Conflict("Training is off in this organization's privacy policy.")
-    if not policy.store_content:
-        raise Conflict("This organization keeps no text (zero retention): there is nothing to train on.")
+    trainable_check(org=org)
     behaviours = _behaviour_versions(incumbent, staleness)  # served name (None: base) -> is the incumbent
     candidates = _candidates(org, behaviours, since, until)
     events = _events_by_interaction(org, candidates, until)

@@ -13,19 +13,20 @@ the steps closest to the outcome get most of the credit. Feedback that arrives a
 cycle used its interaction is counted by the next cycle that uses it.
 """
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from tenants.audit import audit_record
-from tenants.errors import InvalidInput
 from tenants.models import FeedbackEvent, Organization
+from tenants.ranges import check, known_changes, not_a_setting, policy_changed, policy_values, settings_of
+from tenants.transactions import retried_on_integrity_error
 from training.models import RewardSpec
 
-EVENT_TYPES = tuple(FeedbackEvent.Type.values)
-MAX_WEIGHT = 10.0
+EventType = Literal[tuple(FeedbackEvent.Type.values)]
+OutcomeCredit = Literal[tuple(RewardSpec.OutcomeCredit.values)]
 
 
 def _default_weights() -> dict[str, float]:
@@ -54,17 +55,23 @@ def _default_weights() -> dict[str, float]:
 
 @dataclass(frozen=True)
 class RewardSpecValues:
-    version: int  # 0: the default, never changed
-    weights: dict[str, float] = field(default_factory=_default_weights)
+    """One version of an organization's reward spec: its settings, and which version it is."""
+
+    version: int = not_a_setting()  # 0: the default, never changed
+    weights: dict[EventType, float] = field(default_factory=_default_weights)
     latency_penalty_per_s: float = 0.05  # a 2 s answer costs 0.1
     kl_coef: float = 0.02  # the pull of each update towards the base model
-    outcome_credit: str = RewardSpec.OutcomeCredit.UNIFORM
+    outcome_credit: OutcomeCredit = RewardSpec.OutcomeCredit.UNIFORM
     outcome_discount: float = 0.9  # for discounted credit
-    created_at: object = None
-    created_by: str = ""
+    created_at: object = not_a_setting(default=None)
+    created_by: str = not_a_setting(default="")
 
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {
+        "weights": (-10.0, 10.0), "latency_penalty_per_s": (0.0, 10.0), "kl_coef": (0.0, 1.0), "outcome_discount": (0.01, 1.0),
+    }
 
-FIELDS = ("weights", "latency_penalty_per_s", "kl_coef", "outcome_credit", "outcome_discount")
+    def __post_init__(self) -> None:
+        check(self)
 
 
 def reward_spec_get(*, org: Organization, version: int | None = None) -> RewardSpecValues:
@@ -73,48 +80,27 @@ def reward_spec_get(*, org: Organization, version: int | None = None) -> RewardS
     row = rows.order_by("-version").first() if version is None else rows.filter(version=version).first()
     if row is None:
         return RewardSpecValues(version=0)
-    return RewardSpecValues(version=row.version, **{name: getattr(row, name) for name in FIELDS},
+    return RewardSpecValues(version=row.version, **{name: getattr(row, name) for name in settings_of(RewardSpecValues)},
                             created_at=row.created_at, created_by=row.created_by)
 
 
-def reward_spec_validate(values: dict) -> None:
-    unknown = set(values) - set(FIELDS)
-    if unknown:
-        raise InvalidInput(f"Unknown reward spec field(s): {', '.join(sorted(unknown))}.")
-    for event_type, weight in values.get("weights", {}).items():
-        if event_type not in EVENT_TYPES:
-            raise InvalidInput(f"weights: {event_type!r} is not a feedback event type ({', '.join(EVENT_TYPES)}).")
-        if not _number_within(weight, -MAX_WEIGHT, MAX_WEIGHT):
-            raise InvalidInput(f"weights.{event_type} must be a number between -{MAX_WEIGHT:g} and {MAX_WEIGHT:g}.")
-    if "latency_penalty_per_s" in values and not _number_within(values["latency_penalty_per_s"], 0.0, MAX_WEIGHT):
-        raise InvalidInput(f"latency_penalty_per_s must be between 0 and {MAX_WEIGHT:g}.")
-    if "kl_coef" in values and not _number_within(values["kl_coef"], 0.0, 1.0):
-        raise InvalidInput("kl_coef must be between 0 and 1.")
-    if "outcome_credit" in values and values["outcome_credit"] not in RewardSpec.OutcomeCredit.values:
-        raise InvalidInput(f"outcome_credit must be one of {', '.join(RewardSpec.OutcomeCredit.values)}.")
-    if "outcome_discount" in values and not (_number_within(values["outcome_discount"], 0.0, 1.0) and values["outcome_discount"] > 0):
-        raise InvalidInput("outcome_discount must be greater than 0 and at most 1.")
-
-
-def reward_spec_update(*, org: Organization, changes: dict, actor: str) -> RewardSpecValues:
-    """A new version with `changes` applied (weights merge per event type); audited.
-    Two updates racing for the same version number: the loser retries on top of the winner."""
-    reward_spec_validate(changes)
-    try:
-        return _update(org, changes, actor)
-    except IntegrityError:
-        return _update(org, changes, actor)
+def reward_spec_update(*, org: Organization, changes, actor: str) -> RewardSpecValues:
+    """A new version with `changes` applied (weights merge per event type), or PolicyError naming
+    each bad setting; audited. Two updates racing for the same version number: the loser
+    retries on top of the winner."""
+    known_changes(RewardSpecValues, changes)
+    return retried_on_integrity_error(lambda: _update(org, changes, actor))
 
 
 def _update(org: Organization, changes: dict, actor: str) -> RewardSpecValues:
     with transaction.atomic():
         current = reward_spec_get(org=org)
-        values = {name: getattr(current, name) for name in FIELDS}
-        values.update({name: value for name, value in changes.items() if name != "weights"})
-        values["weights"] = {**current.weights, **changes.get("weights", {})}
+        if isinstance(changes.get("weights"), dict):
+            changes = {**changes, "weights": {**current.weights, **changes["weights"]}}
+        values = policy_values(policy_changed(current, changes))
         RewardSpec.objects.create(org=org, version=current.version + 1, created_by=actor, **values)
         audit_record(org=org, actor=actor, action="reward_spec.update", target=f"v{current.version + 1}",
-                     before={name: getattr(current, name) for name in FIELDS}, after=values)
+                     before=policy_values(current), after=values)
     return reward_spec_get(org=org)
 
 
@@ -141,7 +127,3 @@ def outcome_shares(*, steps: int, spec: RewardSpecValues) -> list[float]:
         return [1.0 / steps] * steps
     raw = [spec.outcome_discount ** (steps - 1 - i) for i in range(steps)]
     return [share / sum(raw) for share in raw]
-
-
-def _number_within(value, low: float, high: float) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and low <= value <= high

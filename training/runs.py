@@ -28,28 +28,26 @@ from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from serving.registry import adapter_files, adapter_register, base_model_dir, route_of
+from tenants import transactions
 from tenants.audit import audit_record
-from tenants.errors import Conflict, DomainError, InvalidInput, NotFound
-from tenants.models import FeedbackEvent, Organization
-from tenants.privacy import policy_get
+from tenants.errors import Conflict, DomainError, NotFound
+from tenants.models import Organization
+from tenants.privacy import trainable_check
 from training import engine
 from training.datasets import dataset_build
-from training.models import TrainingRun, TrainingSchedule
+from training.models import TrainingRun
 from training.rewards import reward_spec_get
 
 log = logging.getLogger(__name__)
 
 Status = TrainingRun.Status
 TRAIN_TASK = "training.tasks.train_run"
-SCHEDULE_LIMITS = {"cadence_minutes": (1, 7 * 24 * 60), "min_feedback_events": (1, 1_000_000)}
-SCHEDULE_FIELDS = ("enabled", *SCHEDULE_LIMITS)
 
 
 # Requests and triggers
@@ -57,78 +55,17 @@ SCHEDULE_FIELDS = ("enabled", *SCHEDULE_LIMITS)
 
 def run_request(*, org: Organization, trigger: str, actor: str) -> TrainingRun:
     """Queue a run for the organization; refused while training is off or another run is active."""
-    check_trainable(org)
+    trainable_check(org=org)
     try:
         with transaction.atomic():
             run = TrainingRun.objects.create(org=org, trigger=trigger, requested_by=actor, enqueued_at=timezone.now())
             audit_record(org=org, actor=actor, action="training_run.request", target=str(run.pk), after={"trigger": trigger})
-            transaction.on_commit(lambda: _send(run))
+            transactions.send_on_commit(TRAIN_TASK, run.pk)
     except IntegrityError:
         active = TrainingRun.objects.for_org(org).filter(status__in=TrainingRun.ACTIVE).first()
         raise Conflict(f"A training run is already active for this organization: {active.pk if active else 'finishing'}.",
                        details={"active_run": str(active.pk) if active else None}) from None
     return run
-
-
-def check_trainable(org: Organization) -> None:
-    policy = policy_get(org=org)
-    if not policy.training_enabled:
-        raise Conflict("Training is off in this organization's privacy policy (training_enabled).")
-    if not policy.store_content:
-        raise Conflict("This organization keeps no text (store_content is off): there is nothing to train on.")
-
-
-def _send(run: TrainingRun) -> None:
-    """Best effort: the run is committed, and if the broker cannot take its task now, runs_recover
-    sends it again later."""
-    try:
-        current_app.send_task(TRAIN_TASK, args=[str(run.pk)])
-    except Exception:
-        log.exception("Could not send training run %s to the broker; it will be sent again", run.pk)
-
-
-def schedule_get(*, org: Organization) -> TrainingSchedule:
-    """The organization's schedule; an unsaved one with the defaults when it never set one."""
-    return TrainingSchedule.objects.for_org(org).first() or TrainingSchedule(org=org)
-
-
-def schedule_update(*, org: Organization, changes: dict, actor: str) -> TrainingSchedule:
-    for name, value in changes.items():
-        if name not in SCHEDULE_FIELDS:
-            raise InvalidInput(f"Unknown training schedule field {name!r}.")
-        if name == "enabled":
-            if not isinstance(value, bool):
-                raise InvalidInput("enabled must be true or false.")
-            continue
-        low, high = SCHEDULE_LIMITS[name]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise InvalidInput(f"{name} must be a whole number between {low} and {high}.")
-    with transaction.atomic():
-        schedule = schedule_get(org=org)
-        before = {name: getattr(schedule, name) for name in SCHEDULE_FIELDS}
-        for name, value in changes.items():
-            setattr(schedule, name, value)
-        schedule.save()
-        audit_record(org=org, actor=actor, action="training_schedule.update", before=before,
-                     after={name: getattr(schedule, name) for name in SCHEDULE_FIELDS})
-    return schedule
-
-
-def run_due(*, org: Organization, now: datetime) -> bool:
-    """Whether the schedule asks for a run now: its cadence has passed since the last run
-    started (failed ones too, so that a failing organization is not retried every minute) and
-    enough feedback arrived since the data of the last successful run."""
-    schedule = schedule_get(org=org)
-    runs = TrainingRun.objects.for_org(org)
-    if not schedule.enabled or runs.filter(status__in=TrainingRun.ACTIVE).exists():
-        return False
-    last = runs.order_by("-created_at").first()
-    if last is not None and now - last.created_at < timedelta(minutes=schedule.cadence_minutes):
-        return False
-    new_feedback = FeedbackEvent.objects.for_org(org)
-    if since := _last_window_end(org):
-        new_feedback = new_feedback.filter(received_at__gt=since)
-    return new_feedback[: schedule.min_feedback_events].count() >= schedule.min_feedback_events
 
 
 def runs_recover(*, now: datetime | None = None) -> list[str]:
@@ -146,7 +83,7 @@ def runs_recover(*, now: datetime | None = None) -> list[str]:
     resent = []
     for run in lost:
         TrainingRun.objects.across_orgs().filter(pk=run.pk).update(enqueued_at=now)
-        _send(run)
+        transactions.send(TRAIN_TASK, run.pk)
         resent.append(str(run.pk))
     if resent:
         log.warning("Resent %d training runs whose worker or message was lost: %s", len(resent), ", ".join(resent))
@@ -202,17 +139,16 @@ def _fix_window(run: TrainingRun, now: datetime) -> None:
     """What the run trains from and on, decided once: every later attempt builds the same dataset."""
     run.incumbent = route_of(org=run.org).serving
     run.reward_spec_version = reward_spec_get(org=run.org).version
-    run.since, run.until = _last_window_end(run.org), now
+    run.since, run.until = last_window_end(run.org), now
     _save_if_held(run, "incumbent", "reward_spec_version", "since", "until")
 
 
-def _last_window_end(org: Organization) -> datetime | None:
+def last_window_end(org: Organization) -> datetime | None:
     last = TrainingRun.objects.for_org(org).filter(status=Status.SUCCEEDED).order_by("-until").first()
     return last.until if last else None
 
 
 def _train(run: TrainingRun) -> tuple[Path, dict]:
-    check_trainable(run.org)
     spec = reward_spec_get(org=run.org, version=run.reward_spec_version)
     dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
                             limit=settings.TRAINING_MAX_EXAMPLES)

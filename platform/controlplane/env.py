@@ -9,6 +9,8 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+from tenants.ranges import policy_values, settings_of
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 REQUIRED = object()
@@ -76,3 +78,23 @@ def env_json_object(name: str, default: dict) -> dict:
         raise ImproperlyConfigured(f"{name} must be a JSON object, not {type(parsed).__name__}.")
     return parsed
 
+
+
+def env_policy(policy_class: type, **variables: str) -> dict:
+    """Every setting of a per-organization policy (tenants.ranges) as this deployment's default:
+    the policy's own, or the value of the environment variable named for it, held to the
+    policy's RANGES table."""
+    known, values = settings_of(policy_class), {}
+    for name, variable in variables.items():
+        raw = os.environ.get(variable, "").strip()
+        if raw == "":
+            continue
+        setting = known[name]
+        try:
+            value = env_bool(variable, False) if setting.kind is bool else setting.kind(raw)
+        except ValueError:
+            raise ImproperlyConfigured(f"{variable}={raw!r} is not {'a whole number' if setting.kind is int else 'a number'}.") from None
+        if (problem := setting.problem(value)) is not None:
+            raise ImproperlyConfigured(f"{variable}={raw!r}: {problem}")
+        values[name] = value
+    return policy_values(policy_class(**values))

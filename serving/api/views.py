@@ -1,18 +1,17 @@
-"""Serving's part of the tenant API: the organization's adapter versions, and deploying them by hand."""
-
-from dataclasses import asdict
+"""Serving's part of the tenant API: the organization's adapter versions, deploying them by
+hand, alerts, and the gate and canary policies."""
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from serving import canary, deployments, gates, registry
+from serving import canary, deployments, gates, registry, selectors
 from serving.models import AdapterVersion, Alert
-from serving.overrides import setting_types
-from tenants.api.views import ERRORS, ListView, pages_ordered_by
-from tenants.errors import Conflict
+from serving.policies import CanaryPolicy, Thresholds
+from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by
+from tenants.api.serializers import policy_serializer
 from tenants.models import Role
 
 
@@ -29,8 +28,7 @@ class AdapterVersionSerializer(serializers.Serializer):
 class AdapterListView(APIView):
     @extend_schema(responses=AdapterVersionSerializer(many=True))
     def get(self, request):
-        adapters = AdapterVersion.objects.for_org(request.auth.org).select_related("parent").order_by("-version")
-        return Response(AdapterVersionSerializer(adapters, many=True).data)
+        return Response(AdapterVersionSerializer(selectors.adapters_list(org=request.auth.org), many=True).data)
 
 
 class RouteSerializer(serializers.Serializer):
@@ -68,14 +66,8 @@ class AdapterRollbackView(APIView):
                                "replaced (the base model at first). A version in canary: its users go back to the "
                                "incumbent and it is blocked. Audited.")
     def post(self, request, name):
-        org = request.auth.org
-        adapter = registry.adapter_get(org=org, name=name)
-        route = registry.route_of(org=org)
-        if route.canary_id == adapter.pk:
-            return Response(RouteSerializer(deployments.canary_stop(adapter=adapter, actor=request.auth.actor, reason="by hand")).data)
-        if route.serving_id != adapter.pk:
-            raise Conflict(f"{adapter.name} is neither serving this organization nor in canary.")
-        return Response(RouteSerializer(deployments.adapter_rollback(org=org, actor=request.auth.actor)).data)
+        adapter = registry.adapter_get(org=request.auth.org, name=name)
+        return Response(RouteSerializer(deployments.adapter_withdraw(adapter=adapter, actor=request.auth.actor)).data)
 
 
 class AlertSerializer(serializers.Serializer):
@@ -92,52 +84,36 @@ class AlertListView(ListView):
 
     @extend_schema(responses=AlertSerializer(many=True), description="Reward-hacking detectors that fired; each blocked its candidate.")
     def get(self, request):
-        return self.paginated(Alert.objects.for_org(request.auth.org).select_related("adapter"), AlertSerializer)
+        return self.paginated(selectors.alerts_list(org=request.auth.org), AlertSerializer)
 
 
-def policy_schema(name: str, policy_class: type, *, change: bool):
-    """The OpenAPI shape of a policy dataclass (serving.overrides) with each setting's range:
-    every setting in a response; in a PUT any of them, null meaning back to the default."""
-    def setting(kind: type, low: float, high: float):
-        field_class = serializers.IntegerField if kind is int else serializers.FloatField
-        return field_class(min_value=low, max_value=high, required=not change, allow_null=change)
-
-    return inline_serializer(name, {key: setting(kind, *policy_class.RANGES[key]) for key, kind in setting_types(policy_class).items()})
+GATE_THRESHOLDS = policy_serializer("GateThresholds", Thresholds, change=False)
+CANARY_POLICY = policy_serializer("CanaryPolicy", CanaryPolicy, change=False)
 
 
-GATE_THRESHOLDS = policy_schema("GateThresholds", gates.Thresholds, change=False)
-CANARY_POLICY = policy_schema("CanaryPolicy", canary.CanaryPolicy, change=False)
+@extend_schema_view(
+    get=extend_schema(responses=GATE_THRESHOLDS, description="What each gate check tolerates (defaults unless set)."),
+    put=extend_schema(request=policy_serializer("GateThresholdsChange", Thresholds, change=True, resettable=True),
+                      responses={200: GATE_THRESHOLDS, **ERRORS},
+                      description="Change the named tolerances (null: back to the default); the others keep their values. Audited."),
+)
+class GateThresholdsView(PolicyView):
+    serializer_class = GATE_THRESHOLDS
+    read = staticmethod(gates.thresholds_for)
+    change = staticmethod(gates.thresholds_update)
 
 
-class GateThresholdsView(APIView):
-    roles = {"PUT": Role.ADMIN}
-
-    @extend_schema(responses=GATE_THRESHOLDS,
-                   description="What each gate check tolerates (defaults unless set).")
-    def get(self, request):
-        return Response(asdict(gates.thresholds_for(request.auth.org)))
-
-    @extend_schema(request=policy_schema("GateThresholdsChange", gates.Thresholds, change=True),
-                   responses={200: GATE_THRESHOLDS, **ERRORS},
-                   description="Change the named tolerances (null: back to the default); the others keep their values. Audited.")
-    def put(self, request):
-        thresholds = gates.thresholds_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)
-        return Response(asdict(thresholds))
-
-
-class CanaryPolicyView(APIView):
-    roles = {"PUT": Role.ADMIN}
-
-    @extend_schema(responses=CANARY_POLICY,
-                   description="How this organization's canaries run: the candidate's share of end users (sticky per "
-                               "`user`), the interactions with a settled outcome each arm needs, and the changes the "
-                               "verdict tolerates (defaults unless set).")
-    def get(self, request):
-        return Response(asdict(canary.canary_policy_for(request.auth.org)))
-
-    @extend_schema(request=policy_schema("CanaryPolicyChange", canary.CanaryPolicy, change=True),
-                   responses={200: CANARY_POLICY, **ERRORS},
-                   description="Change the named settings (null: back to the default); the others keep their values. A canary running now keeps "
-                               "its share; its verdict uses the new minimum and tolerances. Audited.")
-    def put(self, request):
-        return Response(asdict(canary.canary_policy_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)))
+@extend_schema_view(
+    get=extend_schema(responses=CANARY_POLICY,
+                      description="How this organization's canaries run: the candidate's share of end users (sticky per "
+                                  "`user`), the interactions with a settled outcome each arm needs, and the changes the "
+                                  "verdict tolerates (defaults unless set)."),
+    put=extend_schema(request=policy_serializer("CanaryPolicyChange", CanaryPolicy, change=True, resettable=True),
+                      responses={200: CANARY_POLICY, **ERRORS},
+                      description="Change the named settings (null: back to the default); the others keep their values. A canary "
+                                  "running now keeps its share; its verdict uses the new minimum and tolerances. Audited."),
+)
+class CanaryPolicyView(PolicyView):
+    serializer_class = CANARY_POLICY
+    read = staticmethod(canary.canary_policy_for)
+    change = staticmethod(canary.canary_policy_update)

@@ -12,12 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Limits:
-    requests_per_minute: int
-    tokens_per_minute: int
-    max_concurrent: int
+from serving.policies import Limits
 
 
 class RateLimited(Exception):

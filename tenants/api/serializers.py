@@ -1,5 +1,5 @@
-"""Request and response shapes of the tenant API. Requests reject unknown fields: a typo in a
-field name is an error, not a silently ignored setting."""
+"""Request and response shapes of the tenant API, and of any policy from its RANGES table.
+Requests reject unknown fields: a typo in a field name is an error, not a silently ignored setting."""
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
@@ -7,7 +7,8 @@ from rest_framework import serializers
 
 from tenants import recording
 from tenants.models import FeedbackEvent, Role
-from tenants.privacy import MAX_RETENTION_DAYS
+from tenants.privacy import PrivacySettings
+from tenants.ranges import Setting, settings_of
 
 
 class StrictSerializer(serializers.Serializer):
@@ -17,6 +18,31 @@ class StrictSerializer(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
         return super().to_internal_value(data)
+
+
+def policy_serializer(name: str, policy_class: type, *, change: bool, resettable: bool = False,
+                      help_texts: dict[str, str] | None = None, extra: dict | None = None) -> type[serializers.Serializer]:
+    """The shape of a policy (tenants.ranges) with each setting's kind and range, for the OpenAPI
+    schema and for responses: every setting in a response; in a change (PUT) any of them, and
+    null where `resettable` (back to the default). The policy itself validates a change; this
+    only documents it. `extra` adds response fields that are not settings (a version, a time)."""
+    help_texts = help_texts or {}
+
+    def field_of(setting: Setting) -> serializers.Field:
+        options = {"required": not change, "allow_null": change and resettable, "help_text": help_texts.get(setting.name)}
+        if setting.kind is bool:
+            return serializers.BooleanField(**options)
+        if setting.kind is str:
+            return serializers.ChoiceField(choices=setting.choices, **options)
+        if setting.kind is dict:
+            numbers = {key: serializers.FloatField(min_value=setting.low, max_value=setting.high, required=not change)
+                       for key in setting.choices}
+            return type(f"{name}{setting.name.title()}", (serializers.Serializer,), numbers)(**options)
+        number_field = serializers.IntegerField if setting.kind is int else serializers.FloatField
+        return number_field(min_value=setting.low, max_value=setting.high, **options)
+
+    fields = {setting.name: field_of(setting) for setting in settings_of(policy_class).values()}
+    return type(name, (serializers.Serializer,), {**fields, **(extra or {})})
 
 
 def first_error_message(detail) -> str:
@@ -102,11 +128,14 @@ class AuditEventSerializer(serializers.Serializer):
 
 # Privacy policy ------------------------------------------------------------------------------
 
-class PrivacyPolicySerializer(StrictSerializer):
-    training_enabled = serializers.BooleanField(required=False, help_text="Train this organization's adapter on its data. Off by default.")
-    store_content = serializers.BooleanField(required=False, help_text="Off is zero-retention mode: metrics and feedback only, never text; turning it off purges stored text.")
-    retention_days = serializers.IntegerField(required=False, min_value=1, max_value=MAX_RETENTION_DAYS, help_text="Recorded content older than this is purged.")
-    redact = serializers.BooleanField(required=False, help_text="Replace secrets and PII before anything is stored.")
+PRIVACY_HELP = {
+    "training_enabled": "Train this organization's adapter on its data. Off by default.",
+    "store_content": "Off is zero-retention mode: metrics and feedback only, never text; turning it off purges stored text.",
+    "retention_days": "Recorded content older than this is purged.",
+    "redact": "Replace secrets and PII before anything is stored.",
+}
+PrivacyPolicySerializer = policy_serializer("PrivacyPolicy", PrivacySettings, change=False, help_texts=PRIVACY_HELP)
+PrivacyPolicyChangeSerializer = policy_serializer("PrivacyPolicyChange", PrivacySettings, change=True, help_texts=PRIVACY_HELP)
 
 
 # Recording -----------------------------------------------------------------------------------

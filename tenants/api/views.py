@@ -11,57 +11,14 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.generics import GenericAPIView
-from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tenants import export, feedback, organizations, privacy, recording
+from tenants import export, feedback, organizations, privacy, recording, selectors
 from tenants.api import serializers as s
+from tenants.api.base import ERRORS, ListView, filters_of, pages_ordered_by, validated
 from tenants.errors import InvalidInput
-from tenants.models import ApiKey, AuditEvent, FeedbackEvent, Interaction, Membership, Role
-
-
-class Page(CursorPagination):
-    """Cursor pages stay correct while new rows arrive, unlike offsets."""
-
-    page_size = 100
-    page_size_query_param = "limit"
-    max_page_size = 1000
-
-
-def pages_ordered_by(field: str) -> type[Page]:
-    return type(f"PageBy{field.strip('-').title()}", (Page,), {"ordering": field})
-
-
-class ListView(GenericAPIView):
-    """A view whose GET answers one page of a tenant-scoped list."""
-
-    def paginated(self, queryset, serializer_class) -> Response:
-        page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(serializer_class(page, many=True).data)
-
-
-def _validated(serializer_class, data) -> dict:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
-def _valid(serializer_class, request) -> dict:
-    return _validated(serializer_class, request.data)
-
-
-def _filters(serializer_class, request) -> dict:
-    """Validated query-string filters, without the pagination parameters."""
-    query = {k: v for k, v in request.query_params.items() if k not in ("cursor", "limit")}
-    return {k: v for k, v in _validated(serializer_class, query).items() if v is not None}
-
-
-ERRORS = {
-    400: OpenApiResponse(description="Invalid input; `error.details` names each problem."),
-    404: OpenApiResponse(description="No such object in this organization."),
-}
+from tenants.models import Interaction, Role
 
 
 # Organization -------------------------------------------------------------------------------
@@ -75,7 +32,7 @@ class OrganizationView(APIView):
 
     @extend_schema(request=s.OrganizationDeleteSerializer, responses={204: None, **ERRORS})
     def delete(self, request):
-        confirm = _valid(s.OrganizationDeleteSerializer, request)["confirm"]
+        confirm = validated(s.OrganizationDeleteSerializer, request.data)["confirm"]
         organizations.org_delete(org=request.auth.org, confirm_slug=confirm)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -87,11 +44,10 @@ class PrivacyPolicyView(APIView):
     def get(self, request):
         return Response(s.PrivacyPolicySerializer(privacy.policy_get(org=request.auth.org)).data)
 
-    @extend_schema(request=s.PrivacyPolicySerializer, responses={200: s.PrivacyPolicySerializer, **ERRORS},
+    @extend_schema(request=s.PrivacyPolicyChangeSerializer, responses={200: s.PrivacyPolicySerializer, **ERRORS},
                    description="Change any of the fields; those left out stay as they are. Every change is audited.")
     def put(self, request):
-        changes = _valid(s.PrivacyPolicySerializer, request)
-        policy = privacy.policy_update(org=request.auth.org, changes=changes, actor=request.auth.actor)
+        policy = privacy.policy_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)
         return Response(s.PrivacyPolicySerializer(policy).data)
 
 
@@ -100,7 +56,7 @@ class AuditLogView(ListView):
 
     @extend_schema(responses=s.AuditEventSerializer(many=True))
     def get(self, request):
-        events = AuditEvent.objects.for_org(request.auth.org)
+        events = selectors.audit_events_list(org=request.auth.org)
         return self.paginated(events, s.AuditEventSerializer)
 
 
@@ -109,12 +65,12 @@ class MemberListView(APIView):
 
     @extend_schema(responses=s.MemberSerializer(many=True))
     def get(self, request):
-        members = Membership.objects.for_org(request.auth.org).select_related("user").order_by("pk")
+        members = selectors.members_list(org=request.auth.org)
         return Response(s.MemberSerializer(members, many=True).data)
 
     @extend_schema(request=s.MemberCreateSerializer, responses={201: s.MemberSerializer, **ERRORS})
     def post(self, request):
-        data = _valid(s.MemberCreateSerializer, request)
+        data = validated(s.MemberCreateSerializer, request.data)
         member = organizations.member_add(org=request.auth.org, email=data["email"], role=data["role"], by=request.auth)
         return Response(s.MemberSerializer(member).data, status=status.HTTP_201_CREATED)
 
@@ -129,7 +85,7 @@ class MemberView(APIView):
     @extend_schema(request=s.MemberRoleSerializer, responses={200: s.MemberSerializer, **ERRORS})
     def patch(self, request, member_id):
         member = organizations.membership_get(org=request.auth.org, member_id=member_id)
-        role = _valid(s.MemberRoleSerializer, request)["role"]
+        role = validated(s.MemberRoleSerializer, request.data)["role"]
         return Response(s.MemberSerializer(organizations.member_set_role(membership=member, role=role, by=request.auth)).data)
 
     @extend_schema(responses={204: None, **ERRORS})
@@ -144,11 +100,11 @@ class ApiKeyListView(APIView):
 
     @extend_schema(responses=s.ApiKeySerializer(many=True))
     def get(self, request):
-        return Response(s.ApiKeySerializer(ApiKey.objects.for_org(request.auth.org).order_by("created_at"), many=True).data)
+        return Response(s.ApiKeySerializer(selectors.api_keys_list(org=request.auth.org), many=True).data)
 
     @extend_schema(request=s.ApiKeyCreateSerializer, responses={201: s.ApiKeyCreatedSerializer, **ERRORS})
     def post(self, request):
-        data = _valid(s.ApiKeyCreateSerializer, request)
+        data = validated(s.ApiKeyCreateSerializer, request.data)
         api_key, raw_key = organizations.api_key_issue(org=request.auth.org, name=data["name"], role=data["role"], by=request.auth)
         api_key.key = raw_key
         return Response(s.ApiKeyCreatedSerializer(api_key).data, status=status.HTTP_201_CREATED)
@@ -174,14 +130,13 @@ class InteractionListView(ListView):
 
     @extend_schema(parameters=[s.InteractionFilterSerializer], responses=s.InteractionSerializer(many=True))
     def get(self, request):
-        filters = _filters(s.InteractionFilterSerializer, request)
-        interactions = Interaction.objects.for_org(request.auth.org).select_related("org").filter(**filters)
+        interactions = selectors.interactions_list(org=request.auth.org, filters=filters_of(s.InteractionFilterSerializer, request))
         return self.paginated(interactions, s.InteractionSerializer)
 
     @extend_schema(request=s.InteractionCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
                    description="Record an interaction served outside the gateway.")
     def post(self, request):
-        data = _valid(s.InteractionCreateSerializer, request)
+        data = validated(s.InteractionCreateSerializer, request.data)
         org = request.auth.org
         task = recording.task_get(org=org, task_id=data["task_id"]) if data.get("task_id") else None
         interaction = recording.interaction_record(
@@ -214,7 +169,7 @@ class FeedbackView(ListView):
 
     @extend_schema(parameters=[s.FeedbackFilterSerializer], responses=s.FeedbackEventSerializer(many=True))
     def get(self, request):
-        events = FeedbackEvent.objects.for_org(request.auth.org).filter(**_filters(s.FeedbackFilterSerializer, request))
+        events = selectors.feedback_list(org=request.auth.org, filters=filters_of(s.FeedbackFilterSerializer, request))
         return self.paginated(events, s.FeedbackEventSerializer)
 
     @extend_schema(
@@ -246,12 +201,12 @@ class TaskListView(ListView):
 
     @extend_schema(responses=s.TaskSerializer(many=True))
     def get(self, request):
-        return self.paginated(recording.tasks_of(org=request.auth.org), s.TaskSerializer)
+        return self.paginated(selectors.tasks_list(org=request.auth.org), s.TaskSerializer)
 
     @extend_schema(request=s.TaskCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
                    description="Open a background task; pass its id with each gateway call and report its outcome later.")
     def post(self, request):
-        _valid(s.TaskCreateSerializer, request)
+        validated(s.TaskCreateSerializer, request.data)
         return Response({"id": str(recording.task_create(org=request.auth.org).pk)}, status=status.HTTP_201_CREATED)
 
 
@@ -268,7 +223,7 @@ class TaskOutcomeView(APIView):
                    description="Report a background task's outcome (0 to 1) once; a replay with the same key answers 200.")
     def post(self, request, task_id):
         task = recording.task_get(org=request.auth.org, task_id=task_id)
-        data = _valid(s.TaskOutcomeSerializer, request)
+        data = validated(s.TaskOutcomeSerializer, request.data)
         event, created = recording.task_outcome_record(task=task, value=data["value"], idempotency_key=data["idempotency_key"])
         return Response(s.FeedbackEventSerializer(event).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 

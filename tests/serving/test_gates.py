@@ -14,10 +14,11 @@ import pytest
 
 from demo.domain import TASKS, Style, render_ask, render_edit, render_function
 from demo.suite import DemoGlobalSuite
-from serving import gates, registry
-from serving.gates import Thresholds, auc, gates_evaluate, tenant_suite_items, thresholds_for
+from serving import gates, registry, suite_samples
+from serving.gates import gates_evaluate, tenant_suite_items, thresholds_for
+from serving.policies import Thresholds
 from serving.models import GateThresholds
-from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval, wilson_interval
+from serving.statistics import auc, bootstrap_difference_interval, mean, rate_difference_interval, wilson_interval
 from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.recording import InteractionContent, SampledTokens, interaction_record
 from tests.serving.test_registry import trained_adapter
@@ -68,7 +69,7 @@ def scripted(monkeypatch, settings, tmp_path):
     models: dict[str, ScriptedModel] = {}
     scores: dict[str, dict] = {}  # served name -> {completion ids tuple: mean logprob}
     monkeypatch.setattr(gates, "adapter_load_everywhere", lambda adapter: None)
-    monkeypatch.setattr(gates.vllm_api, "chat_sample",
+    monkeypatch.setattr(suite_samples.vllm_api, "chat_sample",
                         lambda url, *, model, messages, max_tokens: models[model].answer(_item_of(messages)))
     return models, scores
 

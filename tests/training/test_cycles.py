@@ -15,7 +15,8 @@ import pytest
 from django.utils import timezone
 
 from serving import canary, deployments, gates
-from serving.gates import Check, GateReport
+from serving.gates import GateReport
+from serving.verdicts import Check
 from serving.models import AdapterVersion, Alert
 from serving.registry import route_of
 from tenants.feedback import FeedbackIn, feedback_ingest
@@ -23,7 +24,8 @@ from tenants.recording import InteractionContent, interaction_record
 from tests.training.test_runs import rated, training  # noqa: F401  (fixture)
 from tests.training.test_runs import acme, globex, trainable  # noqa: F401  (fixtures)
 from serving.vllm_api import VllmError
-from training import cycles, runs, tasks
+from tenants import transactions
+from training import cycles, runs, schedules, tasks
 from training.models import Cycle, TrainingRun
 
 Status = Cycle.Status
@@ -33,8 +35,7 @@ Status = Cycle.Status
 def sent(monkeypatch) -> list[str]:
     """Tasks that would go to the broker: remembered, run by the test when it wants."""
     sent = []
-    monkeypatch.setattr(runs, "_send", lambda run: sent.append(f"run {run.pk}"))
-    monkeypatch.setattr(cycles, "send_advance", lambda cycle_id: sent.append(f"cycle {cycle_id}"))
+    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(f"{'run' if task == runs.TRAIN_TASK else 'cycle'} {object_id}"))
     return sent
 
 
@@ -230,7 +231,7 @@ def test_the_schedule_starts_cycles_where_training_is_on_and_due(acme, training,
 
     off = make_tenant("Initech")
     for org in (acme.org, off.org):
-        runs.schedule_update(org=org, changes={"min_feedback_events": 1}, actor="test")
+        schedules.schedule_update(org=org, changes={"min_feedback_events": 1}, actor="test")
     rated(acme.org, ("edit_persisted",))
     rated(off.org, ("edit_persisted",))
     started = cycles.cycles_start_due()

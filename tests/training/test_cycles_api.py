@@ -3,6 +3,7 @@
 import pytest
 
 from serving.models import AdapterVersion, Alert
+from tenants import transactions
 from tenants.models import Role
 from training import cycles, runs
 
@@ -10,8 +11,7 @@ from training import cycles, runs
 @pytest.fixture
 def sent(monkeypatch) -> list[str]:
     sent = []
-    monkeypatch.setattr(runs, "_send", lambda run: sent.append(str(run.pk)))
-    monkeypatch.setattr(cycles, "send_advance", lambda cycle_id: sent.append(str(cycle_id)))
+    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(str(object_id)))
     return sent
 
 

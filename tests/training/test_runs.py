@@ -9,11 +9,12 @@ from django.utils import timezone
 
 from serving import registry
 from serving.models import AdapterVersion
+from tenants import transactions
 from tenants.errors import Conflict
 from tenants.privacy import policy_update
 from tests.conftest import make_tenant
 from tests.training.test_datasets import give, served
-from training import runs
+from training import runs, schedules
 from training.models import TrainingRun, TrainingSchedule
 
 Status = TrainingRun.Status
@@ -35,7 +36,7 @@ def training(settings, tmp_path, tiny_base_model):
 def sent(monkeypatch) -> list[str]:
     """The runs whose task was sent to the broker (here: remembered, not sent)."""
     sent = []
-    monkeypatch.setattr(runs, "_send", lambda run: sent.append(str(run.pk)))
+    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(str(object_id)))
     return sent
 
 
@@ -175,27 +176,27 @@ def test_the_window_is_fixed_at_the_first_claim(acme, training, sent):
 
 
 def test_the_schedule_waits_for_its_cadence_and_for_enough_new_feedback(acme, training, sent):
-    runs.schedule_update(org=acme.org, changes={"cadence_minutes": 60, "min_feedback_events": 3}, actor="test")
+    schedules.schedule_update(org=acme.org, changes={"cadence_minutes": 60, "min_feedback_events": 3}, actor="test")
     now = timezone.now()
     rated(acme.org, ("edit_persisted",), ("edit_reverted",))
-    assert not runs.run_due(org=acme.org, now=now)  # two events
+    assert not schedules.run_due(org=acme.org, now=now)  # two events
     rated(acme.org, ("edit_accepted",))
-    assert runs.run_due(org=acme.org, now=now)
+    assert schedules.run_due(org=acme.org, now=now)
 
     runs.run_execute(str(requested(acme.org).pk))
     rated(acme.org, ("edit_persisted",), ("edit_reverted",), ("edit_accepted",))
-    assert not runs.run_due(org=acme.org, now=timezone.now())  # the cadence has not passed
-    assert runs.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
-    runs.schedule_update(org=acme.org, changes={"enabled": False}, actor="test")
-    assert not runs.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
+    assert not schedules.run_due(org=acme.org, now=timezone.now())  # the cadence has not passed
+    assert schedules.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
+    schedules.schedule_update(org=acme.org, changes={"enabled": False}, actor="test")
+    assert not schedules.run_due(org=acme.org, now=timezone.now() + timedelta(minutes=61))
 
 
 def test_schedule_updates_are_validated_and_audited(acme):
     with pytest.raises(Exception, match="cadence_minutes must be"):
-        runs.schedule_update(org=acme.org, changes={"cadence_minutes": 0}, actor="test")
-    assert runs.schedule_get(org=acme.org).cadence_minutes == TrainingSchedule.DEFAULT_CADENCE_MINUTES
-    runs.schedule_update(org=acme.org, changes={"cadence_minutes": 5}, actor="admin@acme")
-    assert runs.schedule_get(org=acme.org).cadence_minutes == 5
+        schedules.schedule_update(org=acme.org, changes={"cadence_minutes": 0}, actor="test")
+    assert schedules.schedule_get(org=acme.org).cadence_minutes == TrainingSchedule.DEFAULT_CADENCE_MINUTES
+    schedules.schedule_update(org=acme.org, changes={"cadence_minutes": 5}, actor="admin@acme")
+    assert schedules.schedule_get(org=acme.org).cadence_minutes == 5
     assert acme.org.audit_events.filter(action="training_schedule.update", actor="admin@acme").exists()
 
 

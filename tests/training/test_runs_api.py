@@ -2,6 +2,7 @@
 
 import pytest
 
+from tenants import transactions
 from tenants.models import Role
 from tests.training.test_runs import rated, trainable
 from training import runs
@@ -16,7 +17,7 @@ def acme(acme, sent):
 @pytest.fixture
 def sent(monkeypatch) -> list[str]:
     sent = []
-    monkeypatch.setattr(runs, "_send", lambda run: sent.append(str(run.pk)))
+    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(str(object_id)))
     return sent
 
 

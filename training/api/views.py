@@ -1,84 +1,67 @@
 """Training's part of the tenant API: the organization's reward spec, training schedule, runs and cycles."""
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tenants.api.serializers import StrictSerializer
-from tenants.api.views import ERRORS, ListView, pages_ordered_by
+from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by
+from tenants.api.serializers import StrictSerializer, policy_serializer
 from tenants.models import Role
-from training import cycles, rewards, runs
-from training.models import Cycle, RewardSpec, TrainingRun
+from training import cycles, rewards, runs, schedules, selectors
+from training.models import Cycle, TrainingRun
+from training.rewards import RewardSpecValues
 
 
-class RewardSpecSerializer(serializers.Serializer):
-    version = serializers.IntegerField(help_text="0 for the default, which has never been changed.")
-    weights = serializers.DictField(child=serializers.FloatField(), help_text="Reward per feedback event of each type; task_outcome's is multiplied by the outcome's value.")
-    latency_penalty_per_s = serializers.FloatField(help_text="Subtracted per second of latency.")
-    kl_coef = serializers.FloatField(help_text="How strongly each update is pulled towards the base model.")
-    outcome_credit = serializers.ChoiceField(choices=RewardSpec.OutcomeCredit.choices, help_text="How a background task's outcome is spread over its steps.")
-    outcome_discount = serializers.FloatField(help_text="For discounted credit: step i of n gets discount^(n-1-i), normalized.")
-    created_at = serializers.DateTimeField(allow_null=True)
-    created_by = serializers.CharField(allow_blank=True)
+REWARD_SPEC_HELP = {
+    "weights": "Reward per feedback event of each type; task_outcome's is multiplied by the outcome's value.",
+    "latency_penalty_per_s": "Subtracted per second of latency.",
+    "kl_coef": "How strongly each update is pulled towards the base model.",
+    "outcome_credit": "How a background task's outcome is spread over its steps.",
+    "outcome_discount": "For discounted credit: step i of n gets discount^(n-1-i), normalized.",
+}
+REWARD_SPEC = policy_serializer("RewardSpec", RewardSpecValues, change=False, help_texts=REWARD_SPEC_HELP, extra={
+    "version": serializers.IntegerField(help_text="0 for the default, which has never been changed."),
+    "created_at": serializers.DateTimeField(allow_null=True),
+    "created_by": serializers.CharField(allow_blank=True),
+})
 
 
-class RewardSpecUpdateSerializer(StrictSerializer):
-    weights = serializers.DictField(child=serializers.FloatField(), required=False, help_text="Only the event types named change.")
-    latency_penalty_per_s = serializers.FloatField(required=False)
-    kl_coef = serializers.FloatField(required=False)
-    outcome_credit = serializers.ChoiceField(choices=RewardSpec.OutcomeCredit.choices, required=False)
-    outcome_discount = serializers.FloatField(required=False)
+@extend_schema_view(
+    get=extend_schema(responses=REWARD_SPEC),
+    put=extend_schema(request=policy_serializer("RewardSpecChange", RewardSpecValues, change=True, help_texts={
+                          **REWARD_SPEC_HELP, "weights": "Only the event types named change."}),
+                      responses={200: REWARD_SPEC, **ERRORS},
+                      description="A new version of the spec with the named fields changed (weights per event type); audited."),
+)
+class RewardSpecView(PolicyView):
+    serializer_class = REWARD_SPEC
+    read = staticmethod(rewards.reward_spec_get)
+    change = staticmethod(rewards.reward_spec_update)
 
 
-class RewardSpecView(APIView):
-    roles = {"PUT": Role.ADMIN}
-
-    @extend_schema(responses=RewardSpecSerializer)
-    def get(self, request):
-        return Response(RewardSpecSerializer(rewards.reward_spec_get(org=request.auth.org)).data)
-
-    @extend_schema(request=RewardSpecUpdateSerializer,
-                   responses={200: RewardSpecSerializer, 400: OpenApiResponse(description="Invalid input; `error.details` names each problem.")},
-                   description="A new version of the spec with the named fields changed (weights per event type); audited.")
-    def put(self, request):
-        serializer = RewardSpecUpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        spec = rewards.reward_spec_update(org=request.auth.org, changes=serializer.validated_data, actor=request.auth.actor)
-        return Response(RewardSpecSerializer(spec).data)
+SCHEDULE_HELP = {
+    "enabled": "Off: runs start only when an admin asks (POST /api/v1/training-runs).",
+    "cadence_minutes": "The least time between the starts of two scheduled runs.",
+    "min_feedback_events": "The least feedback events since the last run's data that make a run worth it.",
+}
+TRAINING_SCHEDULE = policy_serializer("TrainingSchedule", schedules.Schedule, change=False, help_texts=SCHEDULE_HELP, extra={
+    "updated_at": serializers.DateTimeField(allow_null=True, help_text="Null while the defaults apply."),
+})
 
 
-class TrainingScheduleSerializer(serializers.Serializer):
-    enabled = serializers.BooleanField(help_text="Off: runs start only when an admin asks (POST /api/v1/training-runs).")
-    cadence_minutes = serializers.IntegerField(help_text="The least time between the starts of two scheduled runs.")
-    min_feedback_events = serializers.IntegerField(help_text="The least feedback events since the last run's data that make a run worth it.")
-    updated_at = serializers.DateTimeField(allow_null=True, help_text="Null while the defaults apply.")
-
-
-class TrainingScheduleUpdateSerializer(StrictSerializer):
-    enabled = serializers.BooleanField(required=False)
-    cadence_minutes = serializers.IntegerField(required=False, min_value=runs.SCHEDULE_LIMITS["cadence_minutes"][0],
-                                               max_value=runs.SCHEDULE_LIMITS["cadence_minutes"][1])
-    min_feedback_events = serializers.IntegerField(required=False, min_value=runs.SCHEDULE_LIMITS["min_feedback_events"][0],
-                                                   max_value=runs.SCHEDULE_LIMITS["min_feedback_events"][1])
-
-
-class TrainingScheduleView(APIView):
-    roles = {"PUT": Role.ADMIN}
-
-    @extend_schema(responses=TrainingScheduleSerializer,
-                   description="While enabled, a run starts when both hold: the cadence has passed since the last run "
-                               "started, and enough feedback arrived since the last run's data. Only while the privacy "
-                               "policy's training_enabled is on.")
-    def get(self, request):
-        return Response(TrainingScheduleSerializer(runs.schedule_get(org=request.auth.org)).data)
-
-    @extend_schema(request=TrainingScheduleUpdateSerializer, responses={200: TrainingScheduleSerializer, **ERRORS})
-    def put(self, request):
-        serializer = TrainingScheduleUpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        schedule = runs.schedule_update(org=request.auth.org, changes=serializer.validated_data, actor=request.auth.actor)
-        return Response(TrainingScheduleSerializer(schedule).data)
+@extend_schema_view(
+    get=extend_schema(responses=TRAINING_SCHEDULE,
+                      description="While enabled, a run starts when both hold: the cadence has passed since the last run "
+                                  "started, and enough feedback arrived since the last run's data. Only while the privacy "
+                                  "policy's training_enabled is on."),
+    put=extend_schema(request=policy_serializer("TrainingScheduleChange", schedules.Schedule, change=True, help_texts=SCHEDULE_HELP),
+                      responses={200: TRAINING_SCHEDULE, **ERRORS}),
+)
+class TrainingScheduleView(PolicyView):
+    serializer_class = TRAINING_SCHEDULE
+    read = staticmethod(schedules.schedule_get)
+    change = staticmethod(schedules.schedule_update)
 
 
 class TrainingRunSerializer(serializers.Serializer):
@@ -121,8 +104,7 @@ class TrainingRunListView(ListView):
 
     @extend_schema(responses=TrainingRunSerializer(many=True))
     def get(self, request):
-        listed = TrainingRun.objects.for_org(request.auth.org).select_related("incumbent", "candidate").defer("interaction_ids")
-        return self.paginated(listed, TrainingRunSerializer)
+        return self.paginated(selectors.training_runs_list(org=request.auth.org), TrainingRunSerializer)
 
     @extend_schema(request=TrainingRunCreateSerializer,
                    responses={202: TrainingRunSerializer, **ERRORS,
@@ -163,7 +145,7 @@ class CycleListView(ListView):
 
     @extend_schema(responses=CycleSerializer(many=True))
     def get(self, request):
-        return self.paginated(Cycle.objects.for_org(request.auth.org).select_related("candidate", "incumbent"), CycleSerializer)
+        return self.paginated(selectors.cycles_list(org=request.auth.org), CycleSerializer)
 
     @extend_schema(request=TrainingRunCreateSerializer,
                    responses={202: CycleCreatedSerializer, **ERRORS,

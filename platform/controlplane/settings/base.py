@@ -8,8 +8,9 @@ from pathlib import Path
 import dj_database_url
 from celery.schedules import crontab
 
-from controlplane.env import env_bool, env_float, env_int, env_json_object, env_list, env_str
+from controlplane.env import env_bool, env_int, env_json_object, env_list, env_policy, env_str
 from controlplane.settings import embedded_secrets
+from serving.policies import CanaryPolicy, Limits
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DATA_DIR = Path(env_str("PLATFORM_DATA_DIR", str(REPO_ROOT / ".data"))).resolve()
@@ -162,28 +163,22 @@ SERVING_VLLM_KV_CACHE_GIB = env_int("PLATFORM_VLLM_KV_CACHE_GIB", 1, minimum=1) 
 # A completion that takes longer is answered 503 and not recorded.
 SERVING_UPSTREAM_TIMEOUT_S = env_int("PLATFORM_UPSTREAM_TIMEOUT_S", 120, minimum=1)
 
-# Each organization's share of the gateway, unless its TrafficLimits row says otherwise.
-GATEWAY_LIMITS = {
-    "requests_per_minute": env_int("PLATFORM_REQUESTS_PER_MINUTE", 600, minimum=1),
-    "tokens_per_minute": env_int("PLATFORM_TOKENS_PER_MINUTE", 200_000, minimum=1),
-    "max_concurrent": env_int("PLATFORM_MAX_CONCURRENT_REQUESTS", 16, minimum=1),
-}
+# Each organization's share of the gateway (serving.policies.Limits), unless its TrafficLimits
+# row says otherwise.
+GATEWAY_LIMITS = env_policy(Limits, requests_per_minute="PLATFORM_REQUESTS_PER_MINUTE", tokens_per_minute="PLATFORM_TOKENS_PER_MINUTE",
+                            max_concurrent="PLATFORM_MAX_CONCURRENT_REQUESTS")
 
 # Gates (serving/gates.py): the global suite, a dotted path to a function returning prompts and
 # their scorer; the embedded default's covers the demo domain. A real base model names its own.
 GATES_GLOBAL_SUITE = env_str("PLATFORM_GLOBAL_SUITE", "demo.suite.global_suite")
 GATES_HOLDOUT_EVERY = env_int("PLATFORM_HOLDOUT_EVERY", 10, minimum=0)  # 1 interaction in N never trains: the tenant suite
-# Canaries (serving/canary.py): the candidate's share of end users, the interactions with a
-# settled outcome each arm needs before a verdict, and the rise of latency tolerated. They are
-# this deployment's defaults (serving.canary.CanaryPolicy has the rest, and each range); an
-# organization's admins set their own through /api/v1/canary-policy.
-CANARY_POLICY = {
-    "share": env_float("PLATFORM_CANARY_SHARE", 0.5, minimum=0.01, maximum=0.99),
-    "min_interactions": env_int("PLATFORM_CANARY_MIN_INTERACTIONS", 100, minimum=1, maximum=100_000),
-    # A LoRA adapter costs latency on CPU (0.55-0.73x the base's throughput here): a CPU
-    # deployment may need more room than a GPU one.
-    "latency": env_float("PLATFORM_CANARY_LATENCY_TOLERANCE", 0.25, minimum=0.0, maximum=10.0),
-}
+# Canaries (serving/canary.py): this deployment's defaults of serving.policies.CanaryPolicy,
+# the candidate's share of end users, the interactions with a settled outcome each arm needs
+# before a verdict, and the rise of latency tolerated among them; an organization's admins set
+# their own through /api/v1/canary-policy. A LoRA adapter costs latency on CPU (0.55-0.73x the
+# base's throughput here): a CPU deployment may need more latency room than a GPU one.
+CANARY_POLICY = env_policy(CanaryPolicy, share="PLATFORM_CANARY_SHARE", min_interactions="PLATFORM_CANARY_MIN_INTERACTIONS",
+                           latency="PLATFORM_CANARY_LATENCY_TOLERANCE")
 
 # Training runs (training/runs.py). Each run works in TRAINING_WORK_DIR/<run id> (checkpoints,
 # the adapter before it is registered); a worker that stops beating for TRAINING_LEASE_S loses

@@ -1,0 +1,66 @@
+"""What every part of the tenant API shares: cursor pages, list views, the policy view, input
+validation and the documented errors."""
+
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tenants.models import Role
+
+ERRORS = {
+    400: OpenApiResponse(description="Invalid input; `error.details` names each problem."),
+    404: OpenApiResponse(description="No such object in this organization."),
+}
+
+
+class Page(CursorPagination):
+    """Cursor pages stay correct while new rows arrive, unlike offsets."""
+
+    page_size = 100
+    page_size_query_param = "limit"
+    max_page_size = 1000
+
+
+def pages_ordered_by(field: str) -> type[Page]:
+    return type(f"PageBy{field.strip('-').title()}", (Page,), {"ordering": field})
+
+
+class ListView(GenericAPIView):
+    """A view whose GET answers one page of a tenant-scoped list."""
+
+    def paginated(self, queryset, serializer_class) -> Response:
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(serializer_class(page, many=True).data)
+
+
+class PolicyView(APIView):
+    """One policy of the caller's organization: GET reads it, PUT (admins) changes the named
+    settings and answers the policy as it now is. A subclass names its shape and its two
+    services; the services validate (tenants.ranges) and audit."""
+
+    roles = {"PUT": Role.ADMIN}
+    serializer_class: type[serializers.Serializer]
+    read: staticmethod  # (org=) -> the policy
+    change: staticmethod  # (org=, changes=, actor=) -> the policy after the change
+
+    def get(self, request):
+        return Response(self.serializer_class(self.read(org=request.auth.org)).data)
+
+    def put(self, request):
+        policy = self.change(org=request.auth.org, changes=request.data, actor=request.auth.actor)
+        return Response(self.serializer_class(policy).data)
+
+
+def validated(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def filters_of(serializer_class, request) -> dict:
+    """Validated query-string filters, without the pagination parameters."""
+    query = {k: v for k, v in request.query_params.items() if k not in ("cursor", "limit")}
+    return {k: v for k, v in validated(serializer_class, query).items() if v is not None}

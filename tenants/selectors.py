@@ -1,0 +1,37 @@
+"""Reads of an organization's lists, for the API and the console alike: each takes the
+organization first and returns a query scoped to it, in the order the pages show it."""
+
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+
+from tenants.models import ApiKey, AuditEvent, BackgroundTask, FeedbackEvent, Interaction, Membership, Organization
+
+
+def audit_events_list(*, org: Organization) -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.for_org(org)
+
+
+def members_list(*, org: Organization) -> QuerySet[Membership]:
+    return Membership.objects.for_org(org).select_related("user").order_by("pk")
+
+
+def api_keys_list(*, org: Organization) -> QuerySet[ApiKey]:
+    return ApiKey.objects.for_org(org).order_by("created_at")
+
+
+def interactions_list(*, org: Organization, filters: dict | None = None) -> QuerySet[Interaction]:
+    """Filters are field lookups already validated by the caller (adapter, task_id, ...)."""
+    return Interaction.objects.for_org(org).select_related("org").filter(**(filters or {}))
+
+
+def feedback_list(*, org: Organization, filters: dict | None = None) -> QuerySet[FeedbackEvent]:
+    return FeedbackEvent.objects.for_org(org).filter(**(filters or {}))
+
+
+def tasks_list(*, org: Organization) -> QuerySet[BackgroundTask]:
+    """The organization's tasks with their outcome (if it arrived) and number of interactions."""
+    outcome = FeedbackEvent.objects.for_org(org).filter(task=OuterRef("pk"), type=FeedbackEvent.Type.TASK_OUTCOME)
+    return BackgroundTask.objects.for_org(org).annotate(
+        outcome=Subquery(outcome.values("value")[:1]),
+        outcome_at=Subquery(outcome.values("received_at")[:1]),
+        interaction_count=Count("interactions"),
+    )
