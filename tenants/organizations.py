@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from tenants import keys
+from tenants import data_keys
 from tenants.audit import audit_record
 from tenants.privacy import policy_validate
 from tenants.ranges import policy_values
@@ -61,7 +61,7 @@ def org_create(*, name: str, owner_email: str, policy: dict | None = None) -> tu
     with transaction.atomic():
         org = Organization.objects.create(slug=_unique_slug(name), name=name)
         PrivacyPolicy.objects.create(org=org, **settings)
-        keys.data_key_create(org=org)
+        data_keys.data_key_create(org=org)
         owner = user_for_email(owner_email)
         Membership.objects.create(org=org, user=owner, role=Role.OWNER)
         actor = f"user:{owner_email}"
@@ -79,7 +79,7 @@ def org_delete(*, org: Organization, confirm_slug: str) -> None:
     """
     if confirm_slug != org.slug:
         raise InvalidInput(f'To delete the organization, confirm with its slug: {{"confirm": "{org.slug}"}}.')
-    keys.org_keys_shred(org=org)
+    data_keys.org_keys_shred(org=org)
     org_id = org.pk
     with transaction.atomic():
         Organization.objects.filter(pk=org_id).delete()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from tenants import keys, redaction
+from tenants import data_keys, redaction
 from tenants.audit import audit_record
 from tenants.errors import Conflict, NotFound
 from tenants.locking import lock_for_share
@@ -78,7 +78,7 @@ def interaction_record(
             payload = {"messages": messages, "completion": completion}
             if content.tokens is not None and not interaction.redactions:
                 payload["tokens"] = content.tokens.as_dict()
-            keys.interaction_content_seal(interaction=interaction, payload=payload)
+            data_keys.interaction_content_seal(interaction=interaction, payload=payload)
         interaction.save(force_insert=True)
     return interaction
 
@@ -91,7 +91,7 @@ def interaction_get(*, org: Organization, interaction_id) -> Interaction:
 
 
 def interaction_content(*, interaction: Interaction) -> dict | None:
-    return keys.interaction_content_open(interaction=interaction)
+    return data_keys.interaction_content_open(interaction=interaction)
 
 
 def interaction_erase(*, interaction: Interaction, actor: str) -> None:

@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from tenants import crypto, keys
+from tenants import crypto, data_keys
 from tenants.models import DataKey, Interaction
 from tenants.organizations import org_delete
 from tests.conftest import record
@@ -55,7 +55,7 @@ def test_ciphertext_does_not_open_in_another_row(acme):
     second = Interaction.objects.for_org(acme.org).get(pk=record(acme.client))
     second.content = first.content  # an attacker with write access swaps ciphertexts
     with pytest.raises(crypto.DecryptionError):
-        keys.interaction_content_open(interaction=second)
+        data_keys.interaction_content_open(interaction=second)
 
 
 def test_ciphertext_does_not_open_in_another_organization(acme, globex):
@@ -63,7 +63,7 @@ def test_ciphertext_does_not_open_in_another_organization(acme, globex):
     theirs = Interaction.objects.for_org(globex.org).get(pk=record(globex.client))
     theirs.content, theirs.pk = mine.content, mine.pk  # even with the same row id
     with pytest.raises(crypto.DecryptionError):
-        keys.interaction_content_open(interaction=theirs)
+        data_keys.interaction_content_open(interaction=theirs)
 
 
 def test_after_deleting_an_organization_nothing_of_it_decrypts(acme):
@@ -73,7 +73,7 @@ def test_after_deleting_an_organization_nothing_of_it_decrypts(acme):
     assert not Interaction.objects.across_orgs().filter(pk=interaction.pk).exists()
     # Even a copy of the row (a backup) no longer opens: the key is gone, and no cache keeps it.
     with pytest.raises(crypto.DecryptionError):
-        keys.interaction_content_open(interaction=interaction)
+        data_keys.interaction_content_open(interaction=interaction)
     assert not [cell for cell in raw_rows_of_every_table() if any(w in cell for w in wrapped)]
 
 
@@ -102,7 +102,7 @@ def test_rotation_reencrypts_content_and_destroys_the_old_key(acme):
 
 def test_writes_during_rotation_use_the_new_key_and_old_rows_still_read(acme):
     before = record(acme.client, text="before")
-    new = keys.data_key_create(org=acme.org)  # step 1 of a rotation that has not re-encrypted yet
+    new = data_keys.data_key_create(org=acme.org)  # step 1 of a rotation that has not re-encrypted yet
     during = record(acme.client, text="during")
     versions = dict(Interaction.objects.for_org(acme.org).values_list("pk", "content_key_version"))
     assert versions[Interaction.objects.for_org(acme.org).get(pk=during).pk] == new.version
@@ -113,13 +113,13 @@ def test_rotating_the_master_key_rewraps_every_data_key(acme):
     import base64
 
     record(acme.client, text="still readable")
-    old_spec = keys.keyring().current_id + ":" + base64.b64encode(keys.keyring().keys[keys.keyring().current_id]).decode()
+    old_spec = data_keys.keyring().current_id + ":" + base64.b64encode(data_keys.keyring().keys[data_keys.keyring().current_id]).decode()
     new_spec = "next-1:" + base64.b64encode(b"n" * 32).decode() + "," + old_spec
     with override_settings(MASTER_KEYS=new_spec):
-        keys.org_keys_rotate(org=acme.org)
+        data_keys.org_keys_rotate(org=acme.org)
         assert set(DataKey.objects.for_org(acme.org).values_list("master_key_id", flat=True)) == {"next-1"}
     # With only the new master key configured, everything still opens.
-    keys._cache.clear()
+    data_keys._cache.clear()
     with override_settings(MASTER_KEYS="next-1:" + base64.b64encode(b"n" * 32).decode()):
         [row] = acme.client.get("/api/v1/interactions").json()["results"]
         assert row["messages"][0]["content"] == "still readable"
@@ -128,6 +128,6 @@ def test_rotating_the_master_key_rewraps_every_data_key(acme):
 def test_rotation_keeps_an_old_key_that_a_late_write_still_sealed_with(acme):
     late = Interaction.objects.for_org(acme.org).select_related("org").get(pk=record(acme.client, text="late"))
     old_version = late.content_key_version
-    keys.data_key_create(org=acme.org)  # rotation step 1, after which this write would have landed
-    assert keys._destroy_unused_versions(acme.org, below=old_version + 1) == []
-    assert keys.interaction_content_open(interaction=late)["messages"][0]["content"] == "late"
+    data_keys.data_key_create(org=acme.org)  # rotation step 1, after which this write would have landed
+    assert data_keys._destroy_unused_versions(acme.org, below=old_version + 1) == []
+    assert data_keys.interaction_content_open(interaction=late)["messages"][0]["content"] == "late"

@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tenants.keys import org_keys_rotate
+from tenants.data_keys import org_keys_rotate
 from tenants.models import Organization
 
 
