@@ -17,7 +17,7 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -42,16 +42,7 @@ ADVANCE_TASK = "training.tasks.cycle_advance"
 def cycle_request(*, org: Organization, trigger: str, actor: str) -> Cycle:
     """Queue a cycle; refused while training is off or another cycle is active."""
     trainable_check(org=org)
-    try:
-        with transaction.atomic():
-            cycle = Cycle.objects.create(org=org, trigger=trigger, requested_by=actor)
-            audit_record(org=org, actor=actor, action="cycle.request", target=str(cycle.pk), after={"trigger": trigger})
-            transactions.send_on_commit(ADVANCE_TASK, cycle.pk)
-    except IntegrityError:
-        active = Cycle.objects.for_org(org).filter(status__in=Cycle.ACTIVE).first()
-        raise Conflict(f"A cycle is already active for this organization: {active.pk if active else 'finishing'}.",
-                       details={"active_cycle": str(active.pk) if active else None}) from None
-    return cycle
+    return runs.queue_one(Cycle, "cycle", org=org, trigger=trigger, actor=actor, task=ADVANCE_TASK)
 
 
 def cycle_get(*, org: Organization, cycle_id) -> Cycle:

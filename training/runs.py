@@ -30,7 +30,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, connections, transaction
-from django.db.models import F, Q
+from django.db.models import F, Model, Q
 from django.utils import timezone
 
 from serving.registry import adapter_files, adapter_register, base_model_dir, route_of
@@ -56,16 +56,25 @@ TRAIN_TASK = "training.tasks.train_run"
 def run_request(*, org: Organization, trigger: str, actor: str) -> TrainingRun:
     """Queue a run for the organization; refused while training is off or another run is active."""
     trainable_check(org=org)
+    return queue_one(TrainingRun, "training_run", org=org, trigger=trigger, actor=actor, task=TRAIN_TASK,
+                     enqueued_at=timezone.now())
+
+
+def queue_one(model: type[Model], kind: str, *, org: Organization, trigger: str, actor: str, task: str, **fields):
+    """Create the organization's one active run or cycle (`kind` in the audit log), audit it and
+    send its task once committed; Conflict naming the active one when there is one already (a
+    database constraint, so two requests at once cannot both win)."""
     try:
         with transaction.atomic():
-            run = TrainingRun.objects.create(org=org, trigger=trigger, requested_by=actor, enqueued_at=timezone.now())
-            audit_record(org=org, actor=actor, action="training_run.request", target=str(run.pk), after={"trigger": trigger})
-            transactions.send_on_commit(TRAIN_TASK, run.pk)
+            created = model.objects.create(org=org, trigger=trigger, requested_by=actor, **fields)
+            audit_record(org=org, actor=actor, action=f"{kind}.request", target=str(created.pk), after={"trigger": trigger})
+            transactions.send_on_commit(task, created.pk)
     except IntegrityError:
-        active = TrainingRun.objects.for_org(org).filter(status__in=TrainingRun.ACTIVE).first()
-        raise Conflict(f"A training run is already active for this organization: {active.pk if active else 'finishing'}.",
-                       details={"active_run": str(active.pk) if active else None}) from None
-    return run
+        active = model.objects.for_org(org).filter(status__in=model.ACTIVE).first()
+        noun = kind.replace("_", " ")
+        raise Conflict(f"A {noun} is already active for this organization: {active.pk if active else 'finishing'}.",
+                       details={f"active_{kind.removeprefix('training_')}": str(active.pk) if active else None}) from None
+    return created
 
 
 def runs_recover(*, now: datetime | None = None) -> list[str]:

@@ -79,12 +79,11 @@ class AlertSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+@extend_schema_view(get=extend_schema(description="Reward-hacking detectors that fired; each blocked its candidate."))
 class AlertListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
-
-    @extend_schema(responses=AlertSerializer(many=True), description="Reward-hacking detectors that fired; each blocked its candidate.")
-    def get(self, request):
-        return self.paginated(selectors.alerts_list(org=request.auth.org), AlertSerializer)
+    serializer_class = AlertSerializer
+    selector = staticmethod(selectors.alerts_list)
 
 
 GATE_THRESHOLDS = policy_serializer("GateThresholds", Thresholds, change=False)

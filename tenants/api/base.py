@@ -3,7 +3,7 @@ validation and the documented errors."""
 
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
-from rest_framework.generics import GenericAPIView
+from rest_framework.generics import ListAPIView
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -28,19 +28,27 @@ def pages_ordered_by(field: str) -> type[Page]:
     return type(f"PageBy{field.strip('-').title()}", (Page,), {"ordering": field})
 
 
-class ListView(GenericAPIView):
-    """A view whose GET answers one page of a tenant-scoped list."""
+class ListView(ListAPIView):
+    """One page of the organization's list; `cursor` and `limit` page through it."""
 
-    def paginated(self, queryset, serializer_class) -> Response:
-        page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(serializer_class(page, many=True).data)
+    # A subclass names its selector (called with org=, and filters= from the query string when
+    # `filters` names a serializer of them) and its serializer_class.
+    selector: staticmethod
+    filters: type[serializers.Serializer] | None = None
+
+    def get_queryset(self):
+        org = self.request.auth.org
+        if self.filters is None:
+            return self.selector(org=org)
+        return self.selector(org=org, filters=filters_of(self.filters, self.request))
 
 
 class PolicyView(APIView):
-    """One policy of the caller's organization: GET reads it, PUT (admins) changes the named
-    settings and answers the policy as it now is. A subclass names its shape and its two
-    services; the services validate (tenants.ranges) and audit."""
+    """The organization's policy: GET reads it; PUT (admins) changes the named settings and
+    answers the policy as it now is."""
 
+    # A subclass names its shape and its two services; the services validate (tenants.ranges)
+    # and audit.
     roles = {"PUT": Role.ADMIN}
     serializer_class: type[serializers.Serializer]
     read: staticmethod  # (org=) -> the policy

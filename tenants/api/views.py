@@ -1,4 +1,5 @@
-"""Tenant API views: each validates its input, calls one service and serializes the result.
+"""Tenant API views: each validates its input, calls one service (or reads one selector) and
+serializes the result.
 
 Every view works in `request.auth.org`, the caller's organization; objects are looked up
 through services that take that organization, so another organization's id is a 404.
@@ -9,14 +10,14 @@ import json
 from django.conf import settings
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tenants import export, feedback, organizations, privacy, recording, selectors
 from tenants.api import serializers as s
-from tenants.api.base import ERRORS, ListView, filters_of, pages_ordered_by, validated
+from tenants.api.base import ERRORS, ListView, pages_ordered_by, validated
 from tenants.errors import InvalidInput
 from tenants.models import Interaction, Role
 
@@ -53,11 +54,8 @@ class PrivacyPolicyView(APIView):
 
 class AuditLogView(ListView):
     pagination_class = pages_ordered_by("-at")
-
-    @extend_schema(responses=s.AuditEventSerializer(many=True))
-    def get(self, request):
-        events = selectors.audit_events_list(org=request.auth.org)
-        return self.paginated(events, s.AuditEventSerializer)
+    serializer_class = s.AuditEventSerializer
+    selector = staticmethod(selectors.audit_events_list)
 
 
 class MemberListView(APIView):
@@ -125,13 +123,12 @@ class ApiKeyView(APIView):
 
 # Recording ----------------------------------------------------------------------------------
 
+@extend_schema_view(get=extend_schema(parameters=[s.InteractionFilterSerializer]))
 class InteractionListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
-
-    @extend_schema(parameters=[s.InteractionFilterSerializer], responses=s.InteractionSerializer(many=True))
-    def get(self, request):
-        interactions = selectors.interactions_list(org=request.auth.org, filters=filters_of(s.InteractionFilterSerializer, request))
-        return self.paginated(interactions, s.InteractionSerializer)
+    serializer_class = s.InteractionSerializer
+    selector = staticmethod(selectors.interactions_list)
+    filters = s.InteractionFilterSerializer
 
     @extend_schema(request=s.InteractionCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
                    description="Record an interaction served outside the gateway.")
@@ -164,13 +161,12 @@ class InteractionView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema_view(get=extend_schema(parameters=[s.FeedbackFilterSerializer]))
 class FeedbackView(ListView):
     pagination_class = pages_ordered_by("-received_at")
-
-    @extend_schema(parameters=[s.FeedbackFilterSerializer], responses=s.FeedbackEventSerializer(many=True))
-    def get(self, request):
-        events = selectors.feedback_list(org=request.auth.org, filters=filters_of(s.FeedbackFilterSerializer, request))
-        return self.paginated(events, s.FeedbackEventSerializer)
+    serializer_class = s.FeedbackEventSerializer
+    selector = staticmethod(selectors.feedback_list)
+    filters = s.FeedbackFilterSerializer
 
     @extend_schema(
         request=s.FeedbackBatchSerializer,
@@ -198,10 +194,8 @@ class FeedbackView(ListView):
 
 class TaskListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
-
-    @extend_schema(responses=s.TaskSerializer(many=True))
-    def get(self, request):
-        return self.paginated(selectors.tasks_list(org=request.auth.org), s.TaskSerializer)
+    serializer_class = s.TaskSerializer
+    selector = staticmethod(selectors.tasks_list)
 
     @extend_schema(request=s.TaskCreateSerializer, responses={201: s.CreatedSerializer, **ERRORS},
                    description="Open a background task; pass its id with each gateway call and report its outcome later.")

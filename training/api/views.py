@@ -101,10 +101,8 @@ class CycleCreatedSerializer(serializers.Serializer):
 class TrainingRunListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
     roles = {"POST": Role.ADMIN}
-
-    @extend_schema(responses=TrainingRunSerializer(many=True))
-    def get(self, request):
-        return self.paginated(selectors.training_runs_list(org=request.auth.org), TrainingRunSerializer)
+    serializer_class = TrainingRunSerializer
+    selector = staticmethod(selectors.training_runs_list)
 
     @extend_schema(request=TrainingRunCreateSerializer,
                    responses={202: TrainingRunSerializer, **ERRORS,
@@ -142,10 +140,8 @@ class CycleSerializer(serializers.Serializer):
 class CycleListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
     roles = {"POST": Role.ADMIN}
-
-    @extend_schema(responses=CycleSerializer(many=True))
-    def get(self, request):
-        return self.paginated(selectors.cycles_list(org=request.auth.org), CycleSerializer)
+    serializer_class = CycleSerializer
+    selector = staticmethod(selectors.cycles_list)
 
     @extend_schema(request=TrainingRunCreateSerializer,
                    responses={202: CycleCreatedSerializer, **ERRORS,
