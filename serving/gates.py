@@ -41,7 +41,7 @@ from typing import ClassVar
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from serving import vllm_api
+from serving import vllm_client
 from serving.deployments import adapter_load_everywhere, replica_urls
 from serving.models import AdapterVersion, Alert, GateThresholds, SuiteResult
 from serving.overrides import check_ranges, policy_for, policy_update
@@ -277,7 +277,7 @@ def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None]) 
 
     def sample(job):
         model, index = job
-        return vllm_api.chat_sample(url, model=_served_name(model), messages=suite.items[index].messages, max_tokens=suite.max_tokens)
+        return vllm_client.chat_sample(url, model=_served_name(model), messages=suite.items[index].messages, max_tokens=suite.max_tokens)
 
     # The threads only wait on the replicas; scoring stays on this thread, since the suite's
     # scorer may parse code and CPython 3.11's ast.parse is not safe across threads

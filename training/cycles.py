@@ -25,7 +25,7 @@ from django.utils import timezone
 from serving import canary, deployments, gates
 from serving.registry import adapter_files, base_model_dir
 from serving.statistics import mean
-from serving.vllm_api import VllmError
+from serving.vllm_client import VllmError
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError, NotFound, Unavailable
 from tenants.models import Organization, PrivacyPolicy
