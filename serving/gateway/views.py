@@ -28,13 +28,14 @@ from serving.gateway.protocol import (
     GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, TaskNotFound, TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view,
     request_parse, upstream_body,
 )
+from serving.gateway.sample import Sample
 from serving.models import TrafficLimits
 from serving.routing import Target, target_resolve
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound
 from tenants.models import BackgroundTask, Interaction, Organization
 from tenants.organizations import Principal, api_key_authenticate
-from tenants.recording import InteractionContent, SampledTokens, interaction_record
+from tenants.recording import InteractionContent, interaction_record
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +70,11 @@ async def chat_completions(request: Request) -> Response:
         return error.response()
     if call.request["stream"]:
         return await _streamed(call, admission)
-    sample = _Sample()
+    sample = Sample()
     try:
         async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as response:
             payload = json.loads(await response.aread())
-        sample = _Sample.of_response(payload)
+        sample = Sample.of_response(payload)
         await in_db_thread(_record, call, sample)
         return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
     except GatewayError as error:
@@ -128,7 +129,7 @@ async def _body_of(request: Request) -> bytes:
 
 
 async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, admission: Admission):
-    sample = _Sample()
+    sample = Sample()
     try:
         async with stack:
             async for line in response.aiter_lines():
@@ -156,59 +157,6 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, ad
 
 def _event(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-
-@dataclass
-class _Sample:
-    """What vLLM produced, gathered from a response or from stream chunks."""
-
-    text: str = ""
-    prompt_ids: list[int] | None = None
-    completion_ids: list[int] | None = None
-    logprobs: list[float] | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-    @classmethod
-    def of_response(cls, payload: dict) -> "_Sample":
-        sample = cls(prompt_ids=payload.get("prompt_token_ids"))
-        sample._add_choice(payload["choices"][0], text=payload["choices"][0]["message"].get("content") or "")
-        sample._add_usage(payload.get("usage"))
-        return sample
-
-    def add_chunk(self, chunk: dict) -> None:
-        if chunk.get("prompt_token_ids") is not None:
-            self.prompt_ids = chunk["prompt_token_ids"]
-        for choice in chunk.get("choices", []):
-            self._add_choice(choice, text=(choice.get("delta") or {}).get("content") or "")
-        self._add_usage(chunk.get("usage"))
-
-    def _add_choice(self, choice: dict, *, text: str) -> None:
-        self.text += text
-        if choice.get("token_ids") is not None:
-            self.completion_ids = self.completion_ids or []
-            self.completion_ids.extend(choice["token_ids"])
-        if (choice.get("logprobs") or {}).get("content") is not None:
-            self.logprobs = self.logprobs or []
-            self.logprobs.extend(entry["logprob"] for entry in choice["logprobs"]["content"])
-
-    def _add_usage(self, usage: dict | None) -> None:
-        if usage:
-            self.prompt_tokens, self.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
-
-    def token_count(self) -> int:
-        """What the limiter charges: vLLM's usage, or for a stream cut short what it saw."""
-        if self.prompt_tokens is not None and self.completion_tokens is not None:
-            return self.prompt_tokens + self.completion_tokens
-        return len(self.prompt_ids or []) + len(self.completion_ids or [])
-
-    def tokens(self) -> SampledTokens | None:
-        if self.prompt_ids is None or self.completion_ids is None or self.logprobs is None:
-            return None
-        if len(self.completion_ids) != len(self.logprobs):
-            log.warning("vLLM returned %d tokens but %d logprobs; keeping the text only", len(self.completion_ids), len(self.logprobs))
-            return None
-        return SampledTokens(prompt_ids=self.prompt_ids, completion_ids=self.completion_ids, logprobs=self.logprobs)
 
 
 # Database work, on the gateway's database threads ------------------------------------------------------
@@ -264,7 +212,7 @@ def _limits_read(org: Organization) -> Limits:
     return Limits(**{name: defaults[name] if value is None else value for name, value in values.items()})
 
 
-def _record(call: Call, sample: _Sample) -> Interaction:
+def _record(call: Call, sample: Sample) -> Interaction:
     return interaction_record(
         org=call.org,
         content=InteractionContent(messages=call.request["messages"], completion=sample.text, tokens=sample.tokens()),
