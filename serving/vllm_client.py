@@ -3,7 +3,9 @@ the endpoints it calls, what it sends them, and how vLLM's refusals read.
 
 The control plane calls it synchronously and gets a VllmError for any failure: deployments
 load and unload adapters, the gates sample directly (never through the gateway: nothing is
-recorded), the process manager waits for /health.
+recorded), the process manager waits for /health. The gateway sends the same requests on
+its own pooled `httpx.AsyncClient` and handles a failed connection itself (it tries another
+replica), so the async calls raise VllmError only for vLLM's refusals.
 
 Django-free; callers decide *what* to ask, this only says it to vLLM.
 """
@@ -28,6 +30,8 @@ class VllmError(RuntimeError):
         super().__init__(message)
         self.status, self.detail = status, detail
 
+
+# The control plane's calls -------------------------------------------------------------------
 
 def load_adapter(base_url: str, *, name: str, path: Path, timeout: float = 60.0) -> None:
     """Make `name` servable on this replica from the adapter directory `path`."""
@@ -76,6 +80,23 @@ def _call(base_url: str, path: str, *, body: dict | None = None, what: str | Non
         raise refusal(response, what=what)
     return response.json() if response.content.strip().startswith(b"{") else {}
 
+
+# The gateway's calls, on its client; their body is the caller's to read and close ---------------
+
+async def chat_completion_open(client: httpx.AsyncClient, base_url: str, body: dict) -> httpx.Response:
+    """vLLM's streamed response to a chat completion, a refusal too (see `refusal`)."""
+    request = client.build_request("POST", _url(base_url, CHAT_COMPLETIONS), json=body)
+    return await client.send(request, stream=True)
+
+
+async def load_adapter_on(client: httpx.AsyncClient, base_url: str, *, name: str, path: Path) -> None:
+    """`load_adapter` for the gateway: raises VllmError when vLLM refuses."""
+    response = await client.post(_url(base_url, LOAD_ADAPTER), json=_adapter(name, path))
+    if response.is_error:
+        raise refusal(response, what=name)
+
+
+# Shared by both -------------------------------------------------------------------------------
 
 def refusal(response: httpx.Response, *, what: str | None = None) -> VllmError:
     """vLLM's answer of status 400 or more, its body read, as a VllmError: the message of its

@@ -15,7 +15,6 @@ import weakref
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-import httpx
 from django.conf import settings
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -72,15 +71,13 @@ async def chat_completions(request: Request) -> Response:
         return await _streamed(call, admission)
     sample = Sample()
     try:
-        async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as response:
-            payload = json.loads(await response.aread())
+        async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as completion:
+            payload = await completion.payload()
         sample = Sample.of_response(payload)
         await in_db_thread(_record, call, sample)
         return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
     except GatewayError as error:
         return error.response()
-    except httpx.HTTPError as error:
-        return UpstreamUnavailable(f"The model server broke off the response: {error!r}").response()
     finally:
         admission.release(tokens=sample.token_count())
 
@@ -90,17 +87,15 @@ async def _streamed(call: Call, admission: Admission) -> Response:
     status; then relay chunks as they come."""
     stack = AsyncExitStack()
     try:
-        response = await stack.enter_async_context(
+        completion = await stack.enter_async_context(
             upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target)
         )
     except BaseException as error:  # a client gone (CancelledError) too
         admission.release()
         if isinstance(error, GatewayError):
             return error.response()
-        if isinstance(error, httpx.HTTPError):
-            return UpstreamUnavailable(f"The model server broke off the response: {error!r}").response()
         raise
-    relay = _relay(call, stack, response, admission)
+    relay = _relay(call, stack, completion, admission)
     weakref.finalize(relay, _abandon, admission, stack, asyncio.get_running_loop())
     return StreamingResponse(relay, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -128,11 +123,11 @@ async def _body_of(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, admission: Admission):
+async def _relay(call: Call, stack: AsyncExitStack, completion: upstream.Completion, admission: Admission):
     sample = Sample()
     try:
         async with stack:
-            async for line in response.aiter_lines():
+            async for line in completion.lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[len("data: "):])
@@ -146,8 +141,8 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, ad
                     yield _event(visible)
         await in_db_thread(_record, call, sample)
         yield b"data: [DONE]\n\n"
-    except httpx.HTTPError as error:
-        yield _event(UpstreamUnavailable(f"The model server broke off the stream: {error!r}").body())
+    except GatewayError as error:  # the stream broken off
+        yield _event(error.body())
     except Exception:
         log.exception("streamed completion %s failed", call.interaction_id)
         yield _event({"error": {"message": "The completion could not be recorded.", "type": "server_error", "param": None, "code": None}})
