@@ -100,12 +100,25 @@ async def _streamed(call: Call, admission: Admission) -> Response:
     return StreamingResponse(relay, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
+_closing: set[asyncio.Task] = set()  # the loop holds its tasks weakly
+
+
 def _abandon(admission: Admission, stack: AsyncExitStack, loop: asyncio.AbstractEventLoop) -> None:
     """A stream dropped before its first chunk is never iterated: give its slot back and
-    close its upstream response, so that vLLM stops generating (no-ops after a full relay)."""
+    close its upstream response, so that vLLM stops generating (no-ops after a full relay).
+    The finalizer runs on whichever thread drops the stream (the garbage collector's, say),
+    and the limiter belongs to the event loop: the work is handed to the loop."""
+    try:
+        loop.call_soon_threadsafe(_give_back, admission, stack)
+    except RuntimeError:  # the loop is closed: nothing can touch the limiter from it any more
+        admission.release()
+
+
+def _give_back(admission: Admission, stack: AsyncExitStack) -> None:
     admission.release()
-    if not loop.is_closed():
-        loop.call_soon_threadsafe(lambda: loop.create_task(stack.aclose()))
+    task = asyncio.get_running_loop().create_task(stack.aclose())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 async def _body_of(request: Request) -> bytes:
