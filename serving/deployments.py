@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from serving import vllm_api
+from serving import vllm_client
 from serving.models import AdapterVersion, Route
 from serving.registry import adapter_files, route_of
 from serving.routing import route_changed
@@ -41,15 +41,15 @@ def adapter_load_everywhere(adapter: AdapterVersion) -> None:
 
     def load(url: str) -> None:
         try:
-            loaded_from = vllm_api.served_roots(url).get(adapter.name)
+            loaded_from = vllm_client.served_roots(url).get(adapter.name)
             if loaded_from is not None and loaded_from != str(path):
                 # The name serves other files: a deleted organization's, whose slug was taken
                 # again while this replica was unreachable. Never serve them under this name.
-                vllm_api.unload_adapter(url, name=adapter.name)
+                vllm_client.unload_adapter(url, name=adapter.name)
                 loaded_from = None
             if loaded_from is None:
-                vllm_api.load_adapter(url, name=adapter.name, path=path)
-        except (vllm_api.VllmError, OSError) as error:
+                vllm_client.load_adapter(url, name=adapter.name, path=path)
+        except (vllm_client.VllmError, OSError) as error:
             failures.append(f"{url}: {error}")
 
     urls = replica_urls()
@@ -204,7 +204,7 @@ def _unload_everywhere(unwanted: Callable[[str], bool], *, whose: str) -> None:
     that is down is logged and skipped (a deployment checks what each replica serves)."""
     for url in replica_urls():
         try:
-            for name in filter(unwanted, vllm_api.served_models(url)):
-                vllm_api.unload_adapter(url, name=name)
-        except (vllm_api.VllmError, OSError) as error:
+            for name in filter(unwanted, vllm_client.served_models(url)):
+                vllm_client.unload_adapter(url, name=name)
+        except (vllm_client.VllmError, OSError) as error:
             log.warning("unloading %s from %s failed: %s", whose, url, error)

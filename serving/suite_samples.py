@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from serving import vllm_api
+from serving import vllm_client
 from serving.models import AdapterVersion, SuiteResult
 from serving.registry import base_model_dir
 
@@ -40,7 +40,7 @@ def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None]) 
 
     def sample(job):
         model, index = job
-        return vllm_api.chat_sample(url, model=served_name(model), messages=suite.items[index].messages, max_tokens=suite.max_tokens)
+        return vllm_client.chat_sample(url, model=served_name(model), messages=suite.items[index].messages, max_tokens=suite.max_tokens)
 
     # The threads only wait on the replicas; scoring stays on this thread, since the suite's
     # scorer may parse code and CPython 3.11's ast.parse is not safe across threads

@@ -14,9 +14,10 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from serving import vllm_client
 
 
 class VllmStartError(RuntimeError):
@@ -59,14 +60,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/health", timeout=timeout) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 class VllmProcess:
@@ -120,7 +113,7 @@ class VllmProcess:
         while time.monotonic() < deadline:
             if not self.running():
                 raise VllmStartError(f"vLLM exited with code {self._process.returncode}:\n{self.log_tail()}")
-            if is_healthy(self.base_url):
+            if vllm_client.is_healthy(self.base_url):
                 return
             time.sleep(1.0)
         self.stop()

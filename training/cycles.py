@@ -24,7 +24,7 @@ from django.utils import timezone
 from serving import canary, deployments, gates
 from serving.registry import adapter_files, base_model_dir
 from serving.statistics import mean
-from serving.vllm_api import VllmError
+from serving.vllm_client import VllmError
 from tenants import transactions
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError, NotFound, Unavailable

@@ -79,8 +79,8 @@ class Limiter:
 
 class Admission:
     """One admitted request's slot. Released exactly once, however the request ends: a
-    stream's generator may be dropped without ever running, so release is idempotent and
-    also safe to call from a finalizer."""
+    stream's generator may be dropped without ever running, and its finalizer then releases
+    the slot too (on the event loop, like every other call), so release is idempotent."""
 
     def __init__(self, state: _OrgState):
         self._state: _OrgState | None = state

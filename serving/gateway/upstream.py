@@ -1,10 +1,11 @@
 """The gateway's side of the vLLM replicas: pick one, send the completion, heal a replica
-that lost an adapter, and turn every way vLLM can fail into the client's error.
+that lost an adapter, and turn every way vLLM can fail into the client's error: a refusal,
+a connection refused, a timeout, an answer broken off while it is read.
 
 Requests go to the replica with the fewest of this process's requests in flight; one that
 refuses connections is skipped for a few seconds. A replica answering "no such model" for
 a routed adapter has restarted since the deployment: the adapter is loaded again and the
-request retried once.
+request retried once. What is said to vLLM, and how its refusals read, is vllm_client's.
 """
 
 import asyncio
@@ -13,12 +14,13 @@ import logging
 import time
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import httpx
 from django.conf import settings
 
+from serving import vllm_client
 from serving.gateway.protocol import InvalidRequest, UpstreamUnavailable
 from serving.routing import Target
 
@@ -32,16 +34,45 @@ _down_until: dict[str, float] = {}
 _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
 
 
+class Completion:
+    """vLLM's open, successful answer to a chat completion; a connection lost while it is
+    read is an UpstreamUnavailable."""
+
+    def __init__(self, response: httpx.Response):
+        self._response = response
+
+    async def payload(self) -> dict:
+        """The whole answer of a call that is not streamed."""
+        with _broken_off("response"):
+            return json.loads(await self._response.aread())
+
+    async def lines(self) -> AsyncIterator[str]:
+        """A streamed answer's lines, as vLLM sends them."""
+        with _broken_off("stream"):
+            async for line in self._response.aiter_lines():
+                yield line
+
+
 @asynccontextmanager
-async def completion(body: dict, target: Target) -> AsyncIterator[httpx.Response]:
-    """An open, successful vLLM response to a chat completion (streamed or not); its body is
-    the caller's to read. Raises a GatewayError before yielding when no replica serves it."""
-    url, response = await _send(body, target)
+async def completion(body: dict, target: Target) -> AsyncIterator[Completion]:
+    """vLLM's answer to a chat completion (streamed or not), the caller's to read. Raises a
+    GatewayError before yielding when no replica serves it."""
+    with _broken_off("response"):
+        url, response = await _send(body, target)
     try:
-        yield response
+        yield Completion(response)
     finally:
         _in_flight[url] -= 1
-        await response.aclose()
+        with _broken_off("response"):
+            await response.aclose()
+
+
+@contextmanager
+def _broken_off(what: str) -> Iterator[None]:
+    try:
+        yield
+    except httpx.HTTPError as error:
+        raise UpstreamUnavailable(f"The model server broke off the {what}: {error!r}") from None
 
 
 async def _send(body: dict, target: Target) -> tuple[str, httpx.Response]:
@@ -68,41 +99,34 @@ async def _send(body: dict, target: Target) -> tuple[str, httpx.Response]:
 
 async def _answer(url: str, body: dict, target: Target) -> httpx.Response:
     """One replica's successful response, loading the adapter again if it lost it."""
-    response = await _post(url, body)
+    response = await vllm_client.chat_completion_open(_client(), url, body)
     if response.status_code == 404 and not target.is_base:
         await response.aclose()
         await _load_adapter(url, target)
-        response = await _post(url, body)
-    if response.status_code >= 400:
-        raise await _error_of(response)
+        response = await vllm_client.chat_completion_open(_client(), url, body)
+    if response.is_error:
+        await response.aread()
+        await response.aclose()
+        raise _client_error(vllm_client.refusal(response))
     return response
-
-
-async def _post(url: str, body: dict) -> httpx.Response:
-    client = _client()
-    return await client.send(client.build_request("POST", f"{url}/v1/chat/completions", json=body), stream=True)
 
 
 async def _load_adapter(url: str, target: Target) -> None:
     log.info("replica %s lacks %s (restarted?); loading it again", url, target.name)
-    response = await _client().post(f"{url}/v1/load_lora_adapter", json={"lora_name": target.name, "lora_path": str(target.adapter_path)})
-    if response.status_code >= 400 and "already" not in response.text:
-        raise UpstreamUnavailable(f"The adapter {target.name} could not be loaded on a replica: {response.text[:300]}")
+    try:
+        await vllm_client.load_adapter_on(_client(), url, name=target.name, path=target.adapter_path)
+    except vllm_client.VllmError as refused:
+        if "already" not in refused.detail:  # another request loaded it meanwhile
+            raise UpstreamUnavailable(f"The adapter {target.name} could not be loaded on a replica: {refused.detail[:300]}") from None
 
 
-async def _error_of(response: httpx.Response) -> Exception:
+def _client_error(refused: vllm_client.VllmError) -> Exception:
     """vLLM's refusal as the client's error: its 4xx (a prompt longer than the context, say)
     are the client's to fix; anything else is ours."""
-    raw = await response.aread()
-    await response.aclose()
-    try:
-        message = json.loads(raw)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        message = raw[:300].decode(errors="replace")
-    if response.status_code in (400, 413, 422):
-        return InvalidRequest(message)
-    log.error("vLLM answered %s: %s", response.status_code, message)
-    return UpstreamUnavailable(f"The model server failed ({response.status_code}); retry shortly.")
+    if refused.status in (400, 413, 422):
+        return InvalidRequest(refused.detail)
+    log.error("vLLM answered %s: %s", refused.status, refused.detail)
+    return UpstreamUnavailable(f"The model server failed ({refused.status}); retry shortly.")
 
 
 def _replicas_in_order() -> list[str]:

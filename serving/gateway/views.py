@@ -15,7 +15,6 @@ import weakref
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-import httpx
 from django.conf import settings
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -23,18 +22,20 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from serving.gateway import upstream
 from serving.gateway.database import in_db_thread
-from serving.gateway.limits import Admission, Limiter, Limits, RateLimited, retry_after_header
+from serving.gateway.limits import Admission, Limiter, RateLimited, retry_after_header
 from serving.gateway.protocol import (
     GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, TaskNotFound, TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view,
     request_parse, upstream_body,
 )
+from serving.gateway.sample import Sample
 from serving.models import TrafficLimits
+from serving.policies import Limits
 from serving.routing import Target, target_resolve
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound
 from tenants.models import BackgroundTask, Interaction, Organization
 from tenants.organizations import Principal, api_key_authenticate
-from tenants.recording import InteractionContent, SampledTokens, interaction_record
+from tenants.recording import InteractionContent, interaction_record
 
 log = logging.getLogger(__name__)
 
@@ -69,17 +70,15 @@ async def chat_completions(request: Request) -> Response:
         return error.response()
     if call.request["stream"]:
         return await _streamed(call, admission)
-    sample = _Sample()
+    sample = Sample()
     try:
-        async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as response:
-            payload = json.loads(await response.aread())
-        sample = _Sample.of_response(payload)
+        async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as completion:
+            payload = await completion.payload()
+        sample = Sample.of_response(payload)
         await in_db_thread(_record, call, sample)
         return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
     except GatewayError as error:
         return error.response()
-    except httpx.HTTPError as error:
-        return UpstreamUnavailable(f"The model server broke off the response: {error!r}").response()
     finally:
         admission.release(tokens=sample.token_count())
 
@@ -89,27 +88,38 @@ async def _streamed(call: Call, admission: Admission) -> Response:
     status; then relay chunks as they come."""
     stack = AsyncExitStack()
     try:
-        response = await stack.enter_async_context(
+        completion = await stack.enter_async_context(
             upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target)
         )
     except BaseException as error:  # a client gone (CancelledError) too
         admission.release()
         if isinstance(error, GatewayError):
             return error.response()
-        if isinstance(error, httpx.HTTPError):
-            return UpstreamUnavailable(f"The model server broke off the response: {error!r}").response()
         raise
-    relay = _relay(call, stack, response, admission)
+    relay = _relay(call, stack, completion, admission)
     weakref.finalize(relay, _abandon, admission, stack, asyncio.get_running_loop())
     return StreamingResponse(relay, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
+_closing: set[asyncio.Task] = set()  # the loop holds its tasks weakly
+
+
 def _abandon(admission: Admission, stack: AsyncExitStack, loop: asyncio.AbstractEventLoop) -> None:
     """A stream dropped before its first chunk is never iterated: give its slot back and
-    close its upstream response, so that vLLM stops generating (no-ops after a full relay)."""
+    close its upstream response, so that vLLM stops generating (no-ops after a full relay).
+    The finalizer runs on whichever thread drops the stream (the garbage collector's, say),
+    and the limiter belongs to the event loop: the work is handed to the loop."""
+    try:
+        loop.call_soon_threadsafe(_give_back, admission, stack)
+    except RuntimeError:  # the loop is closed: nothing can touch the limiter from it any more
+        admission.release()
+
+
+def _give_back(admission: Admission, stack: AsyncExitStack) -> None:
     admission.release()
-    if not loop.is_closed():
-        loop.call_soon_threadsafe(lambda: loop.create_task(stack.aclose()))
+    task = asyncio.get_running_loop().create_task(stack.aclose())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 async def _body_of(request: Request) -> bytes:
@@ -127,11 +137,11 @@ async def _body_of(request: Request) -> bytes:
     return b"".join(chunks)
 
 
-async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, admission: Admission):
-    sample = _Sample()
+async def _relay(call: Call, stack: AsyncExitStack, completion: upstream.Completion, admission: Admission):
+    sample = Sample()
     try:
         async with stack:
-            async for line in response.aiter_lines():
+            async for line in completion.lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 chunk = json.loads(line[len("data: "):])
@@ -145,8 +155,8 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, ad
                     yield _event(visible)
         await in_db_thread(_record, call, sample)
         yield b"data: [DONE]\n\n"
-    except httpx.HTTPError as error:
-        yield _event(UpstreamUnavailable(f"The model server broke off the stream: {error!r}").body())
+    except GatewayError as error:  # the stream broken off
+        yield _event(error.body())
     except Exception:
         log.exception("streamed completion %s failed", call.interaction_id)
         yield _event({"error": {"message": "The completion could not be recorded.", "type": "server_error", "param": None, "code": None}})
@@ -156,59 +166,6 @@ async def _relay(call: Call, stack: AsyncExitStack, response: httpx.Response, ad
 
 def _event(payload: dict) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-
-@dataclass
-class _Sample:
-    """What vLLM produced, gathered from a response or from stream chunks."""
-
-    text: str = ""
-    prompt_ids: list[int] | None = None
-    completion_ids: list[int] | None = None
-    logprobs: list[float] | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-    @classmethod
-    def of_response(cls, payload: dict) -> "_Sample":
-        sample = cls(prompt_ids=payload.get("prompt_token_ids"))
-        sample._add_choice(payload["choices"][0], text=payload["choices"][0]["message"].get("content") or "")
-        sample._add_usage(payload.get("usage"))
-        return sample
-
-    def add_chunk(self, chunk: dict) -> None:
-        if chunk.get("prompt_token_ids") is not None:
-            self.prompt_ids = chunk["prompt_token_ids"]
-        for choice in chunk.get("choices", []):
-            self._add_choice(choice, text=(choice.get("delta") or {}).get("content") or "")
-        self._add_usage(chunk.get("usage"))
-
-    def _add_choice(self, choice: dict, *, text: str) -> None:
-        self.text += text
-        if choice.get("token_ids") is not None:
-            self.completion_ids = self.completion_ids or []
-            self.completion_ids.extend(choice["token_ids"])
-        if (choice.get("logprobs") or {}).get("content") is not None:
-            self.logprobs = self.logprobs or []
-            self.logprobs.extend(entry["logprob"] for entry in choice["logprobs"]["content"])
-
-    def _add_usage(self, usage: dict | None) -> None:
-        if usage:
-            self.prompt_tokens, self.completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
-
-    def token_count(self) -> int:
-        """What the limiter charges: vLLM's usage, or for a stream cut short what it saw."""
-        if self.prompt_tokens is not None and self.completion_tokens is not None:
-            return self.prompt_tokens + self.completion_tokens
-        return len(self.prompt_ids or []) + len(self.completion_ids or [])
-
-    def tokens(self) -> SampledTokens | None:
-        if self.prompt_ids is None or self.completion_ids is None or self.logprobs is None:
-            return None
-        if len(self.completion_ids) != len(self.logprobs):
-            log.warning("vLLM returned %d tokens but %d logprobs; keeping the text only", len(self.completion_ids), len(self.logprobs))
-            return None
-        return SampledTokens(prompt_ids=self.prompt_ids, completion_ids=self.completion_ids, logprobs=self.logprobs)
 
 
 # Database work, on the gateway's database threads ------------------------------------------------------
@@ -264,7 +221,7 @@ def _limits_read(org: Organization) -> Limits:
     return Limits(**{name: defaults[name] if value is None else value for name, value in values.items()})
 
 
-def _record(call: Call, sample: _Sample) -> Interaction:
+def _record(call: Call, sample: Sample) -> Interaction:
     return interaction_record(
         org=call.org,
         content=InteractionContent(messages=call.request["messages"], completion=sample.text, tokens=sample.tokens()),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from serving import registry, vllm_api
+from serving import registry, vllm_client
 from serving.gateway.database import close_connections
 from serving.models import AdapterVersion
 from serving.vllm_process import VllmOptions, VllmProcess, free_port
@@ -64,8 +64,8 @@ def serving_settings(settings, vllm, tmp_path):
     settings.SERVING_BASE_MODEL_NAME = BASE_NAME
     settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
     yield settings
-    for name in vllm_api.served_models(vllm.url) - {BASE_NAME}:
-        vllm_api.unload_adapter(vllm.url, name=name)
+    for name in vllm_client.served_models(vllm.url) - {BASE_NAME}:
+        vllm_client.unload_adapter(vllm.url, name=name)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import threading
 import openai
 import pytest
 
-from serving import registry, vllm_api
+from serving import registry, vllm_client
 from serving.deployments import ReplicaFailed, adapter_deploy, adapter_rollback
 from serving.models import AdapterVersion
 from serving.vllm_process import free_port
@@ -79,7 +79,7 @@ def test_the_replaced_version_stays_loaded_and_older_ones_are_unloaded(gateway, 
     versions = [candidate(vllm, acme.org, seed) for seed in (1, 2, 3)]
     for adapter in versions:
         adapter_deploy(adapter=adapter, actor="test")
-    loaded = vllm_api.served_models(vllm.url)
+    loaded = vllm_client.served_models(vllm.url)
     assert {versions[1].name, versions[2].name} <= loaded and versions[0].name not in loaded
 
 
@@ -111,10 +111,10 @@ def test_the_base_model_cannot_be_rolled_back(gateway, acme):
 
 def test_a_name_left_loaded_by_a_deleted_organization_is_reloaded_with_the_new_files(gateway, acme, vllm):
     stale = vllm.trained_adapter(7)  # a deleted "acme"'s weights, left on a replica that was down
-    vllm_api.load_adapter(vllm.url, name="acme@v1", path=stale)
+    vllm_client.load_adapter(vllm.url, name="acme@v1", path=stale)
     adapter = candidate(vllm, acme.org, 1)
     adapter_deploy(adapter=adapter, actor="test")
-    assert vllm_api.served_roots(vllm.url)["acme@v1"] == str(registry.adapter_files(adapter))
+    assert vllm_client.served_roots(vllm.url)["acme@v1"] == str(registry.adapter_files(adapter))
 
 
 def test_admins_promote_and_roll_back_through_the_api(gateway, acme, vllm):

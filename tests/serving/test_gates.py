@@ -1,7 +1,7 @@
 """The gates' verdicts, on the demo's global suite and an organization's held-out feedback.
 
 The tiny test model writes nothing valid, so the candidates' behaviour here is scripted at the
-model server's boundary (vllm_api): a *scripted model* answers each suite prompt as a planted
+model server's boundary (vllm_client): a *scripted model* answers each suite prompt as a planted
 candidate would (one that writes wrong bodies, one that asks on clear prompts, ...), and the
 tenant suite's scores are given. The suite's scorer, the statistics and the verdicts are the
 real ones; the calls themselves run against a real vLLM in test_gates_vllm.py.
@@ -69,7 +69,7 @@ def scripted(monkeypatch, settings, tmp_path):
     models: dict[str, ScriptedModel] = {}
     scores: dict[str, dict] = {}  # served name -> {completion ids tuple: mean logprob}
     monkeypatch.setattr(gates, "adapter_load_everywhere", lambda adapter: None)
-    monkeypatch.setattr(suite_samples.vllm_api, "chat_sample",
+    monkeypatch.setattr(suite_samples.vllm_client, "chat_sample",
                         lambda url, *, model, messages, max_tokens: models[model].answer(_item_of(messages)))
     return models, scores
 

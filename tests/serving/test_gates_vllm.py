@@ -8,7 +8,7 @@ import pytest
 
 from demo.domain import TASKS, Prompt, Style, render_ask, render_edit, render_function, render_prompt
 from demo.suite import DemoGlobalSuite, SuiteItem
-from serving import registry, vllm_api
+from serving import registry, vllm_client
 from serving.deployments import adapter_deploy
 from serving.gates import gates_apply, gates_evaluate
 from serving.models import AdapterVersion, Alert
@@ -71,7 +71,7 @@ def test_a_gate_run_samples_the_suite_from_the_candidate_and_the_incumbent(gatew
     assert [c.name for c in global_checks if c.against == "base"] == ["invalid_tool_call_rate", "ask_rate_on_clear"]
     length = next(c for c in report.checks if c.name == "response_length")
     assert 0 < length.candidate <= TinySuite.max_tokens and 0 < length.reference <= TinySuite.max_tokens
-    assert candidate.name in vllm_api.served_models(vllm.url)  # loaded to be sampled, not routed
+    assert candidate.name in vllm_client.served_models(vllm.url)  # loaded to be sampled, not routed
     assert registry.route_of(org=acme.org).serving == incumbent
 
 

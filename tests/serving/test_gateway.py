@@ -166,10 +166,10 @@ def test_vllm_down_is_a_503_and_nothing_is_recorded(gateway, acme, settings):
 
 
 def test_a_replica_that_lost_its_adapters_gets_them_back(gateway, acme, vllm):
-    from serving import vllm_api
+    from serving import vllm_client
 
     adapter = deployed_adapter(vllm, acme.org, seed=1)
-    vllm_api.unload_adapter(vllm.url, name=adapter.name)  # as if the replica had restarted
+    vllm_client.unload_adapter(vllm.url, name=adapter.name)  # as if the replica had restarted
     assert ask(client(gateway, acme.key)).model == adapter.name
 
 

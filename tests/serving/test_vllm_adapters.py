@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from demo.domain import FILES, TASKS, Prompt, render_ask, render_prompt
-from serving import vllm_api
+from serving import vllm_client
 from tests.serving.conftest import BASE_NAME
 
 pytestmark = pytest.mark.vllm
@@ -23,8 +23,8 @@ TAUGHT = {"acme@v1": render_ask("acme's own answer"), "globex@v1": render_ask("g
 def server(vllm):
     adapters = {name: vllm.taught_adapter(name, messages=PROMPT, response=response) for name, response in TAUGHT.items()}
     yield vllm.process, BASE_NAME, adapters
-    for name in adapters.keys() & vllm_api.served_models(vllm.url):
-        vllm_api.unload_adapter(vllm.url, name=name)
+    for name in adapters.keys() & vllm_client.served_models(vllm.url):
+        vllm_client.unload_adapter(vllm.url, name=name)
 
 
 def chat(base_url: str, model: str, **sampling) -> dict:
@@ -50,8 +50,8 @@ def test_the_self_built_base_model_samples_with_a_logprob_per_token(server):
 def test_adapters_load_at_run_time_and_each_serves_its_own_weights(server):
     process, base, adapters = server
     for name, path in adapters.items():
-        vllm_api.load_adapter(process.base_url, name=name, path=path)
-    assert vllm_api.served_models(process.base_url) >= {base, "acme@v1", "globex@v1"}
+        vllm_client.load_adapter(process.base_url, name=name, path=path)
+    assert vllm_client.served_models(process.base_url) >= {base, "acme@v1", "globex@v1"}
     outputs = {model: greedy(process.base_url, model) for model in (base, *TAUGHT)}
     assert all(outputs[name] and TAUGHT[name].startswith(outputs[name]) for name in TAUGHT), outputs
     assert len(set(outputs.values())) == 3, outputs
@@ -59,15 +59,15 @@ def test_adapters_load_at_run_time_and_each_serves_its_own_weights(server):
 
 def test_unloading_an_adapter_stops_serving_it(server):
     process, _, adapters = server
-    vllm_api.load_adapter(process.base_url, name="gone@v1", path=adapters["acme@v1"])
-    vllm_api.unload_adapter(process.base_url, name="gone@v1")
-    assert "gone@v1" not in vllm_api.served_models(process.base_url)
+    vllm_client.load_adapter(process.base_url, name="gone@v1", path=adapters["acme@v1"])
+    vllm_client.unload_adapter(process.base_url, name="gone@v1")
+    assert "gone@v1" not in vllm_client.served_models(process.base_url)
 
 
 def test_a_missing_adapter_directory_is_a_clear_error(server, tmp_path):
     process, _, _ = server
-    with pytest.raises(vllm_api.VllmError, match="nowhere@v1"):
-        vllm_api.load_adapter(process.base_url, name="nowhere@v1", path=Path(tmp_path / "missing"))
+    with pytest.raises(vllm_client.VllmError, match="nowhere@v1"):
+        vllm_client.load_adapter(process.base_url, name="nowhere@v1", path=Path(tmp_path / "missing"))
 
 
 def test_base_model_requests_batched_with_adapter_requests_get_no_adapter(server, vllm):
@@ -76,20 +76,20 @@ def test_base_model_requests_batched_with_adapter_requests_get_no_adapter(server
     process, base, _ = server
     messages = [{"role": "user", "content": render_prompt(Prompt(TASKS[0], FILES[0]))}]
     taught = render_ask("taught, not based")
-    for name in vllm_api.served_models(process.base_url) - {base}:
-        vllm_api.unload_adapter(process.base_url, name=name)
+    for name in vllm_client.served_models(process.base_url) - {base}:
+        vllm_client.unload_adapter(process.base_url, name=name)
     # Slots fill in load order: three fillers, then the taught adapter in the last slot.
     fillers = [f"filler{seed}@v1" for seed in range(process.options.max_loras - 1)]
     for seed, name in enumerate(fillers):
-        vllm_api.load_adapter(process.base_url, name=name, path=vllm.trained_adapter(seed))
-    vllm_api.load_adapter(process.base_url, name="taught@v1", path=vllm.taught_adapter("only", messages=messages, response=taught))
+        vllm_client.load_adapter(process.base_url, name=name, path=vllm.trained_adapter(seed))
+    vllm_client.load_adapter(process.base_url, name="taught@v1", path=vllm.taught_adapter("only", messages=messages, response=taught))
 
     def answer(model: str) -> tuple[str, str]:
-        return model, vllm_api.chat_sample(process.base_url, model=model, messages=messages, max_tokens=64)[0]
+        return model, vllm_client.chat_sample(process.base_url, model=model, messages=messages, max_tokens=64)[0]
 
     with ThreadPoolExecutor(8) as pool:  # concurrent, so that vLLM batches the two kinds together
         answers = list(pool.map(answer, [base, "taught@v1"] * 16))
     for name in [*fillers, "taught@v1"]:
-        vllm_api.unload_adapter(process.base_url, name=name)
+        vllm_client.unload_adapter(process.base_url, name=name)
     assert sum(text == taught for model, text in answers if model == "taught@v1") >= 12
     assert not [text for model, text in answers if model == base and text == taught]

@@ -23,7 +23,7 @@ from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.recording import InteractionContent, interaction_record
 from tests.training.test_runs import rated, training  # noqa: F401  (fixture)
 from tests.training.test_runs import acme, globex, trainable  # noqa: F401  (fixtures)
-from serving.vllm_api import VllmError
+from serving.vllm_client import VllmError
 from tenants import transactions
 from training import cycles, runs, schedules, tasks
 from training.models import Cycle, TrainingRun

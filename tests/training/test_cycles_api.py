@@ -5,7 +5,6 @@ import pytest
 from serving.models import AdapterVersion, Alert
 from tenants import transactions
 from tenants.models import Role
-from training import cycles, runs
 
 
 @pytest.fixture
