@@ -43,9 +43,8 @@ from demo.traffic.stats import format_rate, latency_difference, rate_difference
 PERSONAS = ("typed_snake", "camel_two_space", "tab_terse")
 NAIVE = "naive"  # an organization whose admin forgot to penalize invalid tool calls and needless asks
 NAIVE_PERSONA = "typed_snake"  # strict users: most edits are rejected, so a spec without penalties pays asking and invalid calls more than editing
-# ...and that punishes a rejected edit hard: without that, asks on clear prompts rose 8 % -> 19 % in
-# one offline cycle, and in one demo run of five no candidate of it was blocked; with it, 8 % -> 38 %
-# (benchmarks/offline_loop.py --personas typed_snake --cycles 1 --interactions 180 --weights ...).
+# ...and that punishes a rejected edit hard: without that, it gamed its reward too slowly for the
+# gates to block it reliably (docs/figures.md, "Reward weights").
 NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0, "edit_rejected": -1.0}}
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
@@ -63,9 +62,8 @@ _AB_RATES = ("edit persisted", "dissatisfied follow-up", "background task succes
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=3, help="specialization cycles (default 3)")
-    # 300: a cycle's served examples are what its update is short of. In benchmarks/offline_loop.py
-    # (three cycles, half of each after the first from the policy before, seeds 1-3), 270 examples
-    # a cycle gained +35 to +54 points for typed_snake and tab_terse where 180 gained +14 to +42.
+    # 300: a cycle's served examples are what its update is short of; about 270 of 300 train
+    # (docs/figures.md, "Examples per cycle").
     parser.add_argument("--requests", type=int, default=300, help="gateway calls per organization per round (default 300)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--results", type=Path, help="where to write the figures as JSON (default: results.json in the run's data directory)")
