@@ -63,7 +63,8 @@ class Route(models.Model):
 
 class TrafficLimits(models.Model):
     """An organization's share of the gateway; a missing row or field means the default of
-    serving.policies.Limits with settings.GATEWAY_LIMITS over it. Enforced per gateway process."""
+    serving.policies.Limits with settings.GATEWAY_LIMITS over it. Enforced per gateway process
+    (docs/api.md, "Limits")."""
 
     org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="traffic_limits")
     requests_per_minute = models.PositiveIntegerField(null=True)

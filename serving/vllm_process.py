@@ -29,7 +29,7 @@ class VllmOptions:
     model: Path
     served_name: str | None = None  # the name clients use for the base model; default: the path
     max_model_len: int | None = None  # default: the model's own context length
-    max_loras: int = 4  # adapters resident at once (each org's serving version, plus canaries)
+    max_loras: int = 4  # --max-loras: adapters one batch can mix and vLLM keeps in memory; others reload from their files
     max_lora_rank: int = 16
     kv_cache_gib: int = 1  # VLLM_CPU_KVCACHE_SPACE; ignored on GPUs
     # float32 like training: logprobs recorded at serving time feed importance ratios.

@@ -3,7 +3,8 @@
 Every model that holds one organization's data uses `TenantManager`. Its default queryset
 raises instead of returning rows, so a forgotten filter is an exception in a test, not a leak
 in production. Code asks for rows with `.for_org(org)`; the few system jobs that really span
-organizations (authentication by key, the retention sweep) say so with `.across_orgs()`.
+organizations (authentication, the scheduler's tick, loading routed adapters into replicas)
+say so with `.across_orgs()`.
 
 Reverse relations (`interaction.feedback_events.all()`) stay allowed: they are scoped by an
 object that was itself fetched through a scoped query.

@@ -31,22 +31,20 @@ OutcomeCredit = Literal[tuple(RewardSpec.OutcomeCredit.values)]
 
 def _default_weights() -> dict[str, float]:
     return {
+        # Each weight's measurements: docs/figures.md, "Reward weights".
         "edit_accepted": 0.25,  # a fast, weak signal: persisted or reverted comes later and says more
         # Mild: the dissatisfied follow-up that often comes with a rejection carries its cost. At
         # -0.5 a failed edit cost more than a needless question (a follow-up alone), and a
-        # policy facing strict users learnt to ask on clear prompts (10 % -> 19-26 % in one
-        # cycle on benchmarks/offline_loop.py; 14 % at -0.2), which the gates block.
+        # policy facing strict users learnt to ask on clear prompts, which the gates block.
         "edit_rejected": -0.2,
         "edit_persisted": 1.0,  # the code lived: the outcome this product optimizes
         # Above a refused edit's cost with its usual follow-up: the edit met every requirement.
-        # At -1 a policy facing strict users still drifted towards asking in its first cycle;
-        # at -0.5 asks on clear prompts fell from the first cycle (10 % -> 8 % -> 3 %).
+        # At -1 a policy facing strict users still drifted towards asking.
         "edit_reverted": -0.5,
         "dissatisfied_followup": -1.0,
         "clarification_answered": 0.5,  # a question that needed asking
-        # Below the worst edit (rejected, then a dissatisfied follow-up): at -1, a policy
-        # facing strict users learnt malformed calls as the cheaper failure (8-15 % in three
-        # cycles on benchmarks/offline_loop.py; 2 % at -2).
+        # Below the worst edit (rejected, then a dissatisfied follow-up): at -1, a policy facing
+        # strict users learnt malformed calls as the cheaper failure.
         "tool_call_invalid": -2.0,
         "interrupted": -0.25,
         "task_outcome": 1.0,  # times the outcome's value (0..1)

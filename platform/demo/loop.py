@@ -17,19 +17,22 @@ heavy one for a rejected edit). Then:
                  the final round)
 
 and prints the A/B table (base vs. final, with deltas and 95 % intervals), the matrix, the
-naive organization's detector figures and verdicts per cycle, and the cycles' stage times.
-Stops the platform at the end.
+naive organization's detector figures and verdicts per cycle, and the cycles' stage times; it
+writes every round's figures and the A/B table as JSON (`results.json` in the run's data
+directory unless --results says where), for benchmarks/plot_loop.py. Stops the platform at the end.
 
-    python -m demo.loop [--cycles 3] [--requests 300] [--port 8000]
+    python -m demo.loop [--cycles 3] [--requests 300] [--port 8000] [--results PATH]
 
 Hours of production are compressed into seconds: the scheduler ticks every 10 s and a canary
 decides on 60 settled outcomes per arm (production defaults: a minute, 100).
 """
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from demo.http import Api, ApiError
 from demo.launch import create_org, running_platform, use_fresh_data_dir
@@ -40,9 +43,8 @@ from demo.traffic.stats import format_rate, latency_difference, rate_difference
 PERSONAS = ("typed_snake", "camel_two_space", "tab_terse")
 NAIVE = "naive"  # an organization whose admin forgot to penalize invalid tool calls and needless asks
 NAIVE_PERSONA = "typed_snake"  # strict users: most edits are rejected, so a spec without penalties pays asking and invalid calls more than editing
-# ...and that punishes a rejected edit hard: without that, asks on clear prompts rose 8 % -> 19 % in
-# one offline cycle, and in one demo run of five no candidate of it was blocked; with it, 8 % -> 38 %
-# (benchmarks/offline_loop.py --personas typed_snake --cycles 1 --interactions 180 --weights ...).
+# ...and that punishes a rejected edit hard: without that, it gamed its reward too slowly for the
+# gates to block it reliably (docs/figures.md, "Reward weights").
 NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0, "edit_rejected": -1.0}}
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
@@ -53,19 +55,23 @@ MAX_EXTRA_ROUNDS = 4
 POLL_S = 3.0
 CONCURRENCY = 8  # calls in flight per organization: vLLM batches them, and the round takes less of the demo's time
 MATRIX_REQUESTS = 50  # per off-diagonal cell: enough to tell 0-3 % from its own users' 30-40 %
+RESULTS_FORMAT = 1  # of the results file; benchmarks/plot_loop.py reads it
+_AB_RATES = ("edit persisted", "dissatisfied follow-up", "background task success")  # the A/B table's rates, in order
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=3, help="specialization cycles (default 3)")
-    # 300: a cycle's served examples are what its update is short of. In benchmarks/offline_loop.py
-    # (three cycles, half of each after the first from the policy before, seeds 1-3), 270 examples
-    # a cycle gained +35 to +54 points for typed_snake and tab_terse where 180 gained +14 to +42.
+    # 300: a cycle's served examples are what its update is short of; about 270 of 300 train
+    # (docs/figures.md, "Examples per cycle").
     parser.add_argument("--requests", type=int, default=300, help="gateway calls per organization per round (default 300)")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--results", type=Path, help="where to write the figures as JSON (default: results.json in the run's data directory)")
     args = parser.parse_args()
     started = time.monotonic()
-    print(f"data directory of this run: {use_fresh_data_dir('loop')}", flush=True)
+    run_dir = use_fresh_data_dir("loop")
+    print(f"data directory of this run: {run_dir}", flush=True)
+    rounds: list[tuple[str, dict[str, OrgTraffic]]] = []  # every round's figures, in order, for the results file
     os.environ.setdefault("PLATFORM_TRAINING_TICK_S", str(TICK_S))
     with running_platform(args.port) as url:
         ready = time.monotonic()
@@ -77,7 +83,7 @@ def main() -> None:
             api.put("/api/v1/canary-policy", {"min_interactions": CANARY_MIN_INTERACTIONS})
         apis[NAIVE].put("/api/v1/reward-spec", NAIVE_SPEC)
 
-        base = traffic_round(url, orgs, "base model", requests=args.requests, seed=0)
+        base = traffic_round(url, orgs, "base model", requests=args.requests, seed=0, rounds=rounds)
         history: dict[str, list[dict]] = {org.name: [] for org in orgs}
         for k in range(1, args.cycles + 1):
             print(f"\n== cycle {k}: train, gates", flush=True)
@@ -85,16 +91,17 @@ def main() -> None:
             gated = {name: wait_for(apis[name], ids[name], until=("canary", *TERMINAL)) for name in ids}
             for name, cycle in gated.items():
                 print("  " + describe_gates(name, cycle))
-            traffic_round(url, orgs, f"cycle {k} (canaries live)", requests=args.requests, seed=k)
+            traffic_round(url, orgs, f"cycle {k} (canaries live)", requests=args.requests, seed=k, rounds=rounds)
             for extra in range(1, MAX_EXTRA_ROUNDS + 1):  # a canary waits for enough settled outcomes in each arm
                 waiting = still_in_canary(apis, ids, orgs)
                 if not waiting:
                     break
-                traffic_round(url, waiting, f"cycle {k}, more canary traffic", requests=args.requests // 2, seed=100 * k + extra)
+                traffic_round(url, waiting, f"cycle {k}, more canary traffic", requests=args.requests // 2, seed=100 * k + extra,
+                              rounds=rounds)
             for name in ids:
                 history[name].append(wait_for(apis[name], ids[name], until=TERMINAL))
                 print("  " + describe_outcome(name, history[name][-1]))
-        final = traffic_round(url, orgs, "final", requests=args.requests, seed=args.cycles + 1)
+        final = traffic_round(url, orgs, "final", requests=args.requests, seed=args.cycles + 1, rounds=rounds)
         serving = {org.name: apis[org.name].get("/api/v1/adapters") for org in orgs}
         matrix = measure_matrix(url, [org for org in orgs if org.name != NAIVE], serving)
     print("\n" + ab_table(base, final))
@@ -103,9 +110,14 @@ def main() -> None:
     print("\n" + cycle_times(history))
     print(f"\n{time.monotonic() - started:.0f} s in all, of which {ready - started:.0f} s to start the platform "
           f"(building the base model when it is missing)")
+    results = args.results or run_dir / "results.json"
+    write_results(results, results_document(rounds, base, final))
+    print(f"results: {results}")
 
 
-def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, requests: int, seed: int) -> dict[str, OrgTraffic]:
+def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, requests: int, seed: int,
+                  rounds: list[tuple[str, dict[str, OrgTraffic]]]) -> dict[str, OrgTraffic]:
+    """One round of every organization's traffic, printed, and appended to `rounds`."""
     print(f"\n== round '{label}': {requests} calls per organization", flush=True)
     started = time.monotonic()
     traffic = run_traffic(url=url, orgs=orgs, requests=requests, concurrency=CONCURRENCY, seed=seed, time_scale=2e-4, task_share=0.1)
@@ -114,6 +126,7 @@ def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, request
         print(f"  {org.name:<16} served by {dict(t.by_model)}  edit persisted {t.edit_persisted_rate:.3f}  "
               f"dissatisfied {t.dissatisfied_rate:.3f}  failures {sum(t.failures.values())}")
     print(f"  {time.monotonic() - started:.0f} s", flush=True)
+    rounds.append((label, traffic))
     return traffic
 
 
@@ -175,10 +188,8 @@ def ab_table(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> str:
     rows = [("organization", "metric", "base", "final", "delta [95 % interval]")]
     for org in base:
         b, f = base[org], final[org]
-        for metric, event in (("edit persisted", "edit_persisted"), ("dissatisfied follow-up", "dissatisfied_followup")):
-            rows.append(_rate_row(org, metric, (b.events.get(event, 0), b.requests), (f.events.get(event, 0), f.requests)))
-        rows.append(_rate_row(org, "background task success", (b.task_successes, len(b.task_outcomes)),
-                              (f.task_successes, len(f.task_outcomes))))
+        for metric, b_counts, f_counts in zip(_AB_RATES, _ab_counts(b), _ab_counts(f), strict=True):
+            rows.append(_rate_row(org, metric, b_counts, f_counts))
         delta, (low, high) = latency_difference(f.latencies_ms, b.latencies_ms)
         rows.append((org, "latency mean (ms)", f"{_mean(b.latencies_ms):.0f}", f"{_mean(f.latencies_ms):.0f}",
                      f"{delta:+.0f} [{low:+.0f}, {high:+.0f}]"))
@@ -186,10 +197,60 @@ def ab_table(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> str:
             "outside background tasks, whose steps get only the task's outcome)\n" + _table(rows))
 
 
+def results_document(rounds: Sequence[tuple[str, dict[str, OrgTraffic]]], base: dict[str, OrgTraffic],
+                     final: dict[str, OrgTraffic]) -> dict:
+    """The run's figures as plain data: per round and organization the rates per request (n of
+    them: the requests outside background tasks) and which versions served, and the A/B table."""
+    return {
+        "format": RESULTS_FORMAT,
+        "rounds": [{"label": label, "organizations": {name: _round_figures(t) for name, t in traffic.items()}}
+                   for label, traffic in rounds],
+        "ab": ab_figures(base, final),
+    }
+
+
+def _round_figures(t: OrgTraffic) -> dict:
+    return {"n": t.requests, "edit_persisted_rate": t.edit_persisted_rate, "dissatisfied_rate": t.dissatisfied_rate,
+            "invalid_rate": t.per_request("tool_call_invalid"), "served_by": dict(t.by_model)}
+
+
+def ab_figures(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> list[dict]:
+    """The A/B table's rows as data: each figure at base and final, with its n, and the change
+    with its 95 % interval."""
+    rows = []
+    for org in base:
+        b, f = base[org], final[org]
+        for metric, (b_hits, b_n), (f_hits, f_n) in zip(_AB_RATES, _ab_counts(b), _ab_counts(f), strict=True):
+            low, high = rate_difference(f_hits, f_n, b_hits, b_n)
+            rows.append({"organization": org, "metric": metric, "base": _rate(b_hits, b_n), "base_n": b_n,
+                         "final": _rate(f_hits, f_n), "final_n": f_n, "change": _rate(f_hits, f_n) - _rate(b_hits, b_n),
+                         "interval": [low, high]})
+        delta, (low, high) = latency_difference(f.latencies_ms, b.latencies_ms)
+        rows.append({"organization": org, "metric": "latency mean (ms)", "base": _mean(b.latencies_ms), "base_n": len(b.latencies_ms),
+                     "final": _mean(f.latencies_ms), "final_n": len(f.latencies_ms), "change": delta, "interval": [low, high]})
+    return rows
+
+
+
+def _ab_counts(t: OrgTraffic) -> tuple[tuple[int, int], ...]:
+    """(hits, n) of each of _AB_RATES."""
+    return ((t.events.get("edit_persisted", 0), t.requests), (t.events.get("dissatisfied_followup", 0), t.requests),
+            (t.task_successes, len(t.task_outcomes)))
+
+
+def write_results(path: Path, document: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n")
+
+
+def _rate(hits: int, n: int) -> float:
+    return hits / n if n else 0.0
+
+
 def _rate_row(org: str, metric: str, base: tuple[int, int], final: tuple[int, int]) -> tuple[str, ...]:
     (b_hits, b_n), (f_hits, f_n) = base, final
     low, high = rate_difference(f_hits, f_n, b_hits, b_n)
-    change = (f_hits / f_n if f_n else 0.0) - (b_hits / b_n if b_n else 0.0)
+    change = _rate(f_hits, f_n) - _rate(b_hits, b_n)
     return org, metric, format_rate(b_hits, b_n), format_rate(f_hits, f_n), f"{change:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 

@@ -1,4 +1,4 @@
-"""The main job until the specialization loop exists: the recording path, end to end.
+"""The recording path on its own, end to end (the main job, demo.loop, runs the whole loop).
 
 Starts the web server on the embedded default, creates two organizations with `create_org`,
 sends interactions (with secrets and PII in them), feedback batches (including a replay and a

@@ -1,9 +1,11 @@
 """The demo loop's figures: rates with Wilson intervals, differences with Newcombe intervals,
-and the tables it prints."""
+the tables it prints and the results file it writes."""
+
+import json
 
 import pytest
 
-from demo.loop import ab_table, matrix_table
+from demo.loop import RESULTS_FORMAT, ab_table, matrix_table, results_document, write_results
 from demo.traffic import OrgTraffic, wilson_interval
 from demo.traffic.stats import format_rate, latency_difference, rate_difference
 
@@ -53,3 +55,26 @@ def test_the_matrix_has_a_row_per_adapter_and_a_column_per_users():
     header, row_x, row_y = table.splitlines()[1:]
     assert header.split()[-2:] == ["x", "y"]
     assert row_x.split()[1] == "0.400" and row_y.split()[-3] == "0.400"
+
+
+def test_the_results_file_holds_every_round_of_every_organization_and_the_ab_rows(tmp_path):
+    base = traffic(14, 400, task_outcomes=(0.0,) * 4)
+    final = OrgTraffic(org="acme", persona="typed_snake", served=304, requests=300, by_model={"acme@v3": 280, "acme@v2": 24},
+                       events={"edit_persisted": 150, "dissatisfied_followup": 30, "tool_call_invalid": 6}, failures={},
+                       latencies_ms=[90.0] * 304, tasks=4, task_outcomes=[1.0, 1.0, 0.0, 1.0])
+    rounds = [("base model", {"acme": base}), ("cycle 1 (canaries live)", {"acme": final}), ("final", {"acme": final})]
+    path = tmp_path / "run" / "results.json"
+    write_results(path, results_document(rounds, {"acme": base}, {"acme": final}))
+    document = json.loads(path.read_text())
+
+    assert document["format"] == RESULTS_FORMAT
+    assert [r["label"] for r in document["rounds"]] == ["base model", "cycle 1 (canaries live)", "final"]
+    assert document["rounds"][-1]["organizations"]["acme"] == {
+        "n": 300, "edit_persisted_rate": 0.5, "dissatisfied_rate": 0.1, "invalid_rate": 0.02,
+        "served_by": {"acme@v3": 280, "acme@v2": 24},
+    }
+    rows = {row["metric"]: row for row in document["ab"] if row["organization"] == "acme"}
+    persisted = rows["edit persisted"]
+    assert (persisted["base"], persisted["base_n"], persisted["final"], persisted["final_n"]) == (0.035, 400, 0.5, 300)
+    assert persisted["change"] == pytest.approx(0.465) and 0 < persisted["interval"][0] < 0.465 < persisted["interval"][1]
+    assert rows["background task success"]["final"] == 0.75 and rows["latency mean (ms)"]["change"] == pytest.approx(-10.0)

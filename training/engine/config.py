@@ -12,25 +12,20 @@ ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj
 
 @dataclass(frozen=True)
 class TrainConfig:
-    # Optimization
-    # AdamW, constant: a cycle is a few dozen steps, too short for a schedule. With 110 examples
-    # per cycle (what a canary round leaves on-policy) 1e-3 gained +37 to +41 points in three
-    # cycles where 5e-4 gained +22 (typed_snake), and 2e-3 was erratic (benchmarks/offline_loop.py).
+    # Optimization (why these values: docs/figures.md, "Offline measurements")
+    # AdamW, constant: a cycle is a few dozen steps, too short for a schedule. 5e-4 learnt half
+    # as much on what a canary round leaves on-policy; 2e-3 was erratic.
     learning_rate: float = 1e-3
-    # Passes over the cycle's examples. Served data is what a cycle is short of: at 2, 270
-    # examples per cycle gained +23 to +33 points in three cycles; at 4, +44 to +47 with 270 and
-    # +36 to +44 with 180 (benchmarks/offline_loop.py), the clip keeping each pass near the incumbent.
+    # Passes over the cycle's examples. Served data is what a cycle is short of, and the clip
+    # keeps each pass near the incumbent: 4 learnt more than 2, 8 broke the tool-call syntax.
     epochs: int = 4
     batch_size: int = 16  # examples per optimizer step
     max_grad_norm: float = 1.0  # gradients are clipped to this global norm
     # Objective (see objective.policy_loss)
     # PPO's epsilon: the per-token ratio counts only within [1 - eps, 1 + eps]. A cycle is one policy
-    # iteration, so eps bounds how far a token's probability moves per cycle. Gains in three cycles
-    # of 180 interactions, half of each after the first from the policy before (a canary round),
-    # typed_snake / camel_two_space / tab_terse, seeds 1 and 2 (benchmarks/offline_loop.py):
-    # at 0.5, +18 / +38 / +38 and +21 / +41 / +28; at 0.8, +31 / +51 / +45 and +50 / +51 / +36;
-    # 0.5 below with 0.8 above (DAPO's clip-higher) fell between. Invalid tool calls drifted up in
-    # some cycles at either setting (camel_two_space 2-19 % by the third): the gates' business.
+    # iteration, so eps bounds how far a token's probability moves per cycle; 0.8 learnt more than
+    # 0.5 or 0.2 (docs/figures.md, "The clip"). Invalid tool calls drift up in some cycles at any
+    # setting: the gates' business.
     clip_ratio: float = 0.8
     kl_coef: float = 0.02  # weight of KL(policy || base model): the anchor against collapse and reward hacking
     max_importance_weight: float = 2.0  # truncation of the importance weights of off-policy examples

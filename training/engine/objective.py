@@ -56,11 +56,9 @@ def policy_loss(
     k3 as a loss pulls a token back towards the base exponentially hard once the policy has made
     it much less likely than the base did, and only linearly when it made it likelier: it guards
     what the base always writes (the tool-call syntax) while leaving room to prefer a style. The
-    symmetric k2 = (new_t - base_t)^2 / 2, whose gradient is the reverse KL's own on-policy, let
-    camel_two_space's invalid tool calls reach 31 % by the third cycle (k3: at most 19 %) and
-    gained +23 / +36 / +47 points where k3 gained +31 / +51 / +45 (benchmarks/offline_loop.py
-    --interactions 180 --canary-share 0.5 --seed 1). The price: a few such tokens make the
-    reported mean KL spike.
+    symmetric k2 = (new_t - base_t)^2 / 2, whose gradient is the reverse KL's own on-policy, and
+    the exact KL let invalid tool calls rise further and k2 learnt less (docs/figures.md, "The KL
+    anchor"). The price: a few such tokens make the reported mean KL spike.
 
     All per-token tensors are (B, T) with mask (B, T) bool; advantages is (B,).
     """
@@ -81,10 +79,8 @@ def policy_loss(
         clip_fraction=(clipped_away & mask).sum() / tokens,
         # k3 again, of the ratio to the proximal policy (the incumbent, which sampled the on-policy
         # tokens): the approximate KL some PPO implementations stop an update on. Reported, not
-        # acted on: updates whose next policy wrote 38-48 % invalid tool calls had moved only 0.05
-        # nats per token on their own data, and one that moved 2.8 led to 0.6 %
-        # (benchmarks/offline_loop.py --seed 3). What breaks shows on fresh prompts, which is why
-        # the gates sample them.
+        # acted on: measured, it does not foretell invalid tool calls (docs/figures.md, "The KL
+        # anchor"). What breaks shows on fresh prompts, which is why the gates sample them.
         incumbent_kl=((ratio - 1) - (new_logprobs - proximal_logprobs)).detach().masked_fill(~mask, 0).sum() / tokens,
         tokens=mask.sum(),
     )

@@ -99,7 +99,7 @@ USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
 
-# Request size limits of the tenant API, documented in README.md ("Limits").
+# Request size limits of the tenant API, documented in docs/api.md ("Limits").
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("PLATFORM_MAX_REQUEST_BYTES", 4 * 1024 * 1024, minimum=1024)
 FEEDBACK_MAX_BATCH = env_int("PLATFORM_FEEDBACK_MAX_BATCH", 1000, minimum=1)
 
@@ -156,7 +156,9 @@ SERVING_BASE_MODEL_PROVIDER = env_str("PLATFORM_BASE_MODEL_PROVIDER", "demo.base
 # The vLLM replicas behind the gateway ("http://host:port,..."); `manage.py up` starts one
 # and fills this in. Every replica serves the base model and every deployed adapter.
 SERVING_VLLM_URLS = env_list("PLATFORM_VLLM_URLS", [])
-# The local vLLM that `manage.py up` starts when no replicas are given.
+# The local vLLM that `manage.py up` starts when no replicas are given. --max-loras: how many
+# adapters one batch can mix, and how many vLLM keeps in memory (its cache defaults to the same
+# size); further loaded adapters are read back from their files when asked for.
 SERVING_VLLM_MAX_LORAS = env_int("PLATFORM_VLLM_MAX_LORAS", 8, minimum=1)  # adapters in one batch
 SERVING_VLLM_MAX_LORA_RANK = env_int("PLATFORM_VLLM_MAX_LORA_RANK", 16, minimum=1)
 SERVING_VLLM_KV_CACHE_GIB = env_int("PLATFORM_VLLM_KV_CACHE_GIB", 1, minimum=1)  # CPU only
@@ -175,8 +177,8 @@ GATES_HOLDOUT_EVERY = env_int("PLATFORM_HOLDOUT_EVERY", 10, minimum=0)  # 1 inte
 # Canaries (serving/canary.py): this deployment's defaults of serving.policies.CanaryPolicy,
 # the candidate's share of end users, the interactions with a settled outcome each arm needs
 # before a verdict, and the rise of latency tolerated among them; an organization's admins set
-# their own through /api/v1/canary-policy. A LoRA adapter costs latency on CPU (0.55-0.73x the
-# base's throughput here): a CPU deployment may need more latency room than a GPU one.
+# their own through /api/v1/canary-policy. A LoRA adapter costs latency on CPU (docs/figures.md,
+# "Serving"): a CPU deployment may need more latency room than a GPU one.
 CANARY_POLICY = env_policy(CanaryPolicy, share="PLATFORM_CANARY_SHARE", min_interactions="PLATFORM_CANARY_MIN_INTERACTIONS",
                            latency="PLATFORM_CANARY_LATENCY_TOLERANCE")
 
