@@ -86,33 +86,20 @@ class AlertListView(ListView):
     selector = staticmethod(selectors.alerts_list)
 
 
-GATE_THRESHOLDS = policy_serializer("GateThresholds", Thresholds, change=False)
-CANARY_POLICY = policy_serializer("CanaryPolicy", CanaryPolicy, change=False)
-
-
-@extend_schema_view(
-    get=extend_schema(responses=GATE_THRESHOLDS, description="What each gate check tolerates (defaults unless set)."),
-    put=extend_schema(request=policy_serializer("GateThresholdsChange", Thresholds, change=True, resettable=True),
-                      responses={200: GATE_THRESHOLDS, **ERRORS},
-                      description="Change the named tolerances (null: back to the default); the others keep their values. Audited."),
-)
 class GateThresholdsView(PolicyView):
-    serializer_class = GATE_THRESHOLDS
-    read = staticmethod(gates.thresholds_for)
-    change = staticmethod(gates.thresholds_update)
+    serializer_class = policy_serializer("GateThresholds", Thresholds, change=False)
+    change_serializer_class = policy_serializer("GateThresholdsChange", Thresholds, change=True, resettable=True)
+    read, change = staticmethod(gates.thresholds_for), staticmethod(gates.thresholds_update)
+    get_description = "What each gate check tolerates (defaults unless set)."
+    put_description = "Change the named tolerances (null: back to the default); the others keep their values. Audited."
 
 
-@extend_schema_view(
-    get=extend_schema(responses=CANARY_POLICY,
-                      description="How this organization's canaries run: the candidate's share of end users (sticky per "
-                                  "`user`), the interactions with a settled outcome each arm needs, and the changes the "
-                                  "verdict tolerates (defaults unless set)."),
-    put=extend_schema(request=policy_serializer("CanaryPolicyChange", CanaryPolicy, change=True, resettable=True),
-                      responses={200: CANARY_POLICY, **ERRORS},
-                      description="Change the named settings (null: back to the default); the others keep their values. A canary "
-                                  "running now keeps its share; its verdict uses the new minimum and tolerances. Audited."),
-)
 class CanaryPolicyView(PolicyView):
-    serializer_class = CANARY_POLICY
-    read = staticmethod(canary.canary_policy_for)
-    change = staticmethod(canary.canary_policy_update)
+    serializer_class = policy_serializer("CanaryPolicy", CanaryPolicy, change=False)
+    change_serializer_class = policy_serializer("CanaryPolicyChange", CanaryPolicy, change=True, resettable=True)
+    read, change = staticmethod(canary.canary_policy_for), staticmethod(canary.canary_policy_update)
+    get_description = ("How this organization's canaries run: the candidate's share of end users (sticky per `user`), the "
+                       "interactions with a settled outcome each arm needs, and the changes the verdict tolerates (defaults "
+                       "unless set).")
+    put_description = ("Change the named settings (null: back to the default); the others keep their values. A canary running "
+                       "now keeps its share; its verdict uses the new minimum and tolerances. Audited.")

@@ -1,7 +1,7 @@
 """What every part of the tenant API shares: cursor pages, list views, the policy view, input
 validation and the documented errors."""
 
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.pagination import CursorPagination
@@ -36,6 +36,11 @@ class ListView(ListAPIView):
     selector: staticmethod
     filters: type[serializers.Serializer] | None = None
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.filters is not None:  # documented as the GET's query parameters
+            extend_schema_view(get=extend_schema(parameters=[cls.filters]))(cls)
+
     def get_queryset(self):
         org = self.request.auth.org
         if self.filters is None:
@@ -47,12 +52,22 @@ class PolicyView(APIView):
     """The organization's policy: GET reads it; PUT (admins) changes the named settings and
     answers the policy as it now is."""
 
-    # A subclass names its shape and its two services; the services validate (tenants.ranges)
-    # and audit.
+    # A subclass names its shapes, its two services (which validate, tenants.ranges, and audit)
+    # and what each method does, for the schema.
     roles = {"PUT": Role.ADMIN}
     serializer_class: type[serializers.Serializer]
+    change_serializer_class: type[serializers.Serializer]
     read: staticmethod  # (org=) -> the policy
     change: staticmethod  # (org=, changes=, actor=) -> the policy after the change
+    get_description = put_description = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        extend_schema_view(
+            get=extend_schema(responses=cls.serializer_class, description=cls.get_description),
+            put=extend_schema(request=cls.change_serializer_class, responses={200: cls.serializer_class, **ERRORS},
+                              description=cls.put_description),
+        )(cls)
 
     def get(self, request):
         return Response(self.serializer_class(self.read(org=request.auth.org)).data)

@@ -10,14 +10,14 @@ import json
 from django.conf import settings
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tenants import export, feedback, organizations, privacy, recording, selectors
 from tenants.api import serializers as s
-from tenants.api.base import ERRORS, ListView, pages_ordered_by, validated
+from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by, validated
 from tenants.errors import InvalidInput
 from tenants.models import Interaction, Role
 
@@ -38,18 +38,10 @@ class OrganizationView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class PrivacyPolicyView(APIView):
-    roles = {"PUT": Role.ADMIN}
-
-    @extend_schema(responses=s.PrivacyPolicySerializer)
-    def get(self, request):
-        return Response(s.PrivacyPolicySerializer(privacy.policy_get(org=request.auth.org)).data)
-
-    @extend_schema(request=s.PrivacyPolicyChangeSerializer, responses={200: s.PrivacyPolicySerializer, **ERRORS},
-                   description="Change any of the fields; those left out stay as they are. Every change is audited.")
-    def put(self, request):
-        policy = privacy.policy_update(org=request.auth.org, changes=request.data, actor=request.auth.actor)
-        return Response(s.PrivacyPolicySerializer(policy).data)
+class PrivacyPolicyView(PolicyView):
+    serializer_class, change_serializer_class = s.PrivacyPolicySerializer, s.PrivacyPolicyChangeSerializer
+    read, change = staticmethod(privacy.policy_get), staticmethod(privacy.policy_update)
+    put_description = "Change any of the fields; those left out stay as they are. Every change is audited."
 
 
 class AuditLogView(ListView):
@@ -123,7 +115,6 @@ class ApiKeyView(APIView):
 
 # Recording ----------------------------------------------------------------------------------
 
-@extend_schema_view(get=extend_schema(parameters=[s.InteractionFilterSerializer]))
 class InteractionListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
     serializer_class = s.InteractionSerializer
@@ -161,7 +152,6 @@ class InteractionView(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema_view(get=extend_schema(parameters=[s.FeedbackFilterSerializer]))
 class FeedbackView(ListView):
     pagination_class = pages_ordered_by("-received_at")
     serializer_class = s.FeedbackEventSerializer

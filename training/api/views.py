@@ -27,17 +27,12 @@ REWARD_SPEC = policy_serializer("RewardSpec", RewardSpecValues, change=False, he
 })
 
 
-@extend_schema_view(
-    get=extend_schema(responses=REWARD_SPEC),
-    put=extend_schema(request=policy_serializer("RewardSpecChange", RewardSpecValues, change=True, help_texts={
-                          **REWARD_SPEC_HELP, "weights": "Only the event types named change."}),
-                      responses={200: REWARD_SPEC, **ERRORS},
-                      description="A new version of the spec with the named fields changed (weights per event type); audited."),
-)
 class RewardSpecView(PolicyView):
     serializer_class = REWARD_SPEC
-    read = staticmethod(rewards.reward_spec_get)
-    change = staticmethod(rewards.reward_spec_update)
+    change_serializer_class = policy_serializer("RewardSpecChange", RewardSpecValues, change=True,
+                                                help_texts={**REWARD_SPEC_HELP, "weights": "Only the event types named change."})
+    read, change = staticmethod(rewards.reward_spec_get), staticmethod(rewards.reward_spec_update)
+    put_description = "A new version of the spec with the named fields changed (weights per event type); audited."
 
 
 SCHEDULE_HELP = {
@@ -45,23 +40,16 @@ SCHEDULE_HELP = {
     "cadence_minutes": "The least time between the starts of two scheduled runs.",
     "min_feedback_events": "The least feedback events since the last run's data that make a run worth it.",
 }
-TRAINING_SCHEDULE = policy_serializer("TrainingSchedule", schedules.Schedule, change=False, help_texts=SCHEDULE_HELP, extra={
-    "updated_at": serializers.DateTimeField(allow_null=True, help_text="Null while the defaults apply."),
-})
 
 
-@extend_schema_view(
-    get=extend_schema(responses=TRAINING_SCHEDULE,
-                      description="While enabled, a run starts when both hold: the cadence has passed since the last run "
-                                  "started, and enough feedback arrived since the last run's data. Only while the privacy "
-                                  "policy's training_enabled is on."),
-    put=extend_schema(request=policy_serializer("TrainingScheduleChange", schedules.Schedule, change=True, help_texts=SCHEDULE_HELP),
-                      responses={200: TRAINING_SCHEDULE, **ERRORS}),
-)
 class TrainingScheduleView(PolicyView):
-    serializer_class = TRAINING_SCHEDULE
-    read = staticmethod(schedules.schedule_get)
-    change = staticmethod(schedules.schedule_update)
+    serializer_class = policy_serializer("TrainingSchedule", schedules.Schedule, change=False, help_texts=SCHEDULE_HELP, extra={
+        "updated_at": serializers.DateTimeField(allow_null=True, help_text="Null while the defaults apply."),
+    })
+    change_serializer_class = policy_serializer("TrainingScheduleChange", schedules.Schedule, change=True, help_texts=SCHEDULE_HELP)
+    read, change = staticmethod(schedules.schedule_get), staticmethod(schedules.schedule_update)
+    get_description = ("While enabled, a run starts when both hold: the cadence has passed since the last run started, and "
+                       "enough feedback arrived since the last run's data. Only while the privacy policy's training_enabled is on.")
 
 
 class TrainingRunSerializer(serializers.Serializer):
@@ -98,20 +86,29 @@ class CycleCreatedSerializer(serializers.Serializer):
     id = serializers.UUIDField()
 
 
-class TrainingRunListView(ListView):
+class StartableListView(ListView):
+    """The organization's runs or cycles, newest first; POST (admins) starts one now."""
+
+    # A subclass names its selector, serializers and the service that starts one.
     pagination_class = pages_ordered_by("-created_at")
     roles = {"POST": Role.ADMIN}
-    serializer_class = TrainingRunSerializer
-    selector = staticmethod(selectors.training_runs_list)
+    start: staticmethod  # (org=, trigger=, actor=) -> the run or cycle queued
+    started_serializer_class: type[serializers.Serializer]
 
-    @extend_schema(request=TrainingRunCreateSerializer,
-                   responses={202: TrainingRunSerializer, **ERRORS,
-                              409: OpenApiResponse(description="Training is off, or a run is already active.")},
-                   description="Queue a training run now, whatever the schedule. Its candidate is registered, not served.")
     def post(self, request):
         TrainingRunCreateSerializer(data=request.data or {}).is_valid(raise_exception=True)
-        run = runs.run_request(org=request.auth.org, trigger=TrainingRun.Trigger.REQUEST, actor=request.auth.actor)
-        return Response(TrainingRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        started = self.start(org=request.auth.org, trigger=TrainingRun.Trigger.REQUEST, actor=request.auth.actor)
+        return Response(self.started_serializer_class(started).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema_view(post=extend_schema(
+    request=TrainingRunCreateSerializer,
+    responses={202: TrainingRunSerializer, **ERRORS, 409: OpenApiResponse(description="Training is off, or a run is already active.")},
+    description="Queue a training run now, whatever the schedule. Its candidate is registered, not served."))
+class TrainingRunListView(StartableListView):
+    serializer_class = started_serializer_class = TrainingRunSerializer
+    selector = staticmethod(selectors.training_runs_list)
+    start = staticmethod(runs.run_request)
 
 
 class TrainingRunView(APIView):
@@ -137,20 +134,15 @@ class CycleSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
-class CycleListView(ListView):
-    pagination_class = pages_ordered_by("-created_at")
-    roles = {"POST": Role.ADMIN}
+@extend_schema_view(post=extend_schema(
+    request=TrainingRunCreateSerializer,
+    responses={202: CycleCreatedSerializer, **ERRORS, 409: OpenApiResponse(description="Training is off, or a cycle is already active.")},
+    description="Start a specialization cycle now: train, gate, canary, then promote or roll back."))
+class CycleListView(StartableListView):
     serializer_class = CycleSerializer
+    started_serializer_class = CycleCreatedSerializer
     selector = staticmethod(selectors.cycles_list)
-
-    @extend_schema(request=TrainingRunCreateSerializer,
-                   responses={202: CycleCreatedSerializer, **ERRORS,
-                              409: OpenApiResponse(description="Training is off, or a cycle is already active.")},
-                   description="Start a specialization cycle now: train, gate, canary, then promote or roll back.")
-    def post(self, request):
-        TrainingRunCreateSerializer(data=request.data or {}).is_valid(raise_exception=True)
-        cycle = cycles.cycle_request(org=request.auth.org, trigger=TrainingRun.Trigger.REQUEST, actor=request.auth.actor)
-        return Response({"id": str(cycle.pk)}, status=status.HTTP_202_ACCEPTED)
+    start = staticmethod(cycles.cycle_request)
 
 
 class CycleView(APIView):
