@@ -88,7 +88,8 @@ def _figure(value: float | None, spec: str) -> str:
 
 def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
     """The Wilson score interval of a rate (95 % by default): unlike the normal approximation it
-    stays within [0, 1] and is honest for rates near 0 and for small samples."""
+    stays within [0, 1] and is honest for rates near 0 and for small samples. The platform has
+    its own (serving.statistics); the demo is its customer and computes its figures itself."""
     if trials == 0:
         return 0.0, 1.0
     rate = successes / trials
