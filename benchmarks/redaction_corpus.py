@@ -7,6 +7,9 @@ none. Values follow the real formats (vendor prefixes, lengths, alphabets,
 phone number plans) rather than the detector's regexes, and every positive is
 wrapped in one of several formats (Python, JS, Go, YAML, .env, shell, JSON,
 logs, comments, prose) with varied names, quoting and surrounding code.
+
+Long because it is mostly data: the formats, the wrappers and the hard negatives are tables,
+each row one case the redaction must get right.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 import pytest
 
-from serving.gateway.limits import Limiter, Limits, RateLimited, retry_after_header
+from serving.gateway.limits import Limiter, RateLimited, retry_after_header
+from serving.policies import Limits
 
 
 class Clock:
