@@ -70,7 +70,7 @@ class Limits:
     max_concurrent: int = 16  # requests in flight at once
 
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {
-        "requests_per_minute": (0, 10**9), "tokens_per_minute": (0, 10**12), "max_concurrent": (0, 10**6),
+        name: (0, 2**31 - 1) for name in ("requests_per_minute", "tokens_per_minute", "max_concurrent")  # the columns' range
     }
 
     def __post_init__(self) -> None:

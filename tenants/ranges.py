@@ -6,7 +6,7 @@ unset); `RANGES` says how far each number may go. `check(policy)`, called by eac
 `__post_init__`, refuses anything else and names every bad setting, so no policy object holds
 a value the platform cannot honour. The same table bounds the deployment's defaults from the
 environment (`controlplane.env.env_policy`), shapes the OpenAPI schema
-(`tenants.api.base.policy_serializer`) and will shape the console's forms.
+(`tenants.api.serializers.policy_serializer`) and will shape the console's forms.
 
 Django-free, so that settings modules can import the policies they bound.
 """
