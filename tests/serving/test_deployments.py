@@ -11,7 +11,7 @@ from serving.models import AdapterVersion
 from serving.vllm_process import free_port
 from tenants.errors import Conflict
 from tenants.models import AuditEvent
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 from tests.serving.conftest import BASE_NAME
 from tests.serving.test_gateway import ask, client
 

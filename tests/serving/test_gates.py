@@ -20,7 +20,7 @@ from serving.models import GateThresholds
 from serving.statistics import bootstrap_difference_interval, mean, rate_difference_interval, wilson_interval
 from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.recording import InteractionContent, SampledTokens, interaction_record
-from tests.serving.test_registry import trained_adapter
+from tests.factories import trained_adapter
 
 STYLE = Style(naming="snake", indent="4", docstring="no", hints="yes")
 

@@ -13,7 +13,7 @@ from serving.deployments import adapter_deploy
 from serving.gates import gates_apply, gates_evaluate
 from serving.models import AdapterVersion, Alert
 from tenants.recording import interaction_content
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 from tests.serving.conftest import deployed_adapter
 from tests.serving.test_gateway import ask, client, stored
 from training.cycles import score_completions

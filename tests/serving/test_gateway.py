@@ -14,7 +14,7 @@ from serving.models import TrafficLimits
 from tenants.models import Interaction
 from tenants.privacy import policy_update
 from tenants.recording import interaction_content, task_create
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 from tests.serving.conftest import BASE_NAME, deployed_adapter
 
 pytestmark = pytest.mark.vllm

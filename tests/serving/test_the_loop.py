@@ -14,7 +14,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 from tests.serving.test_gateway import client
 from tests.worker import running_worker
 from training import cycles

@@ -9,8 +9,7 @@ from django.db import connection
 
 from serving import registry
 from serving.models import AdapterVersion
-from tests.conftest import make_tenant
-from tests.training.test_runs import rated, requested, trainable
+from tests.factories import make_tenant, rated, requested
 from tests.worker import running_worker
 from training import runs
 from training.engine.checkpoint import CHECKPOINT_FILE
@@ -34,7 +33,7 @@ def test_a_worker_killed_mid_run_leaves_exactly_one_adapter_version(transactiona
         "PLATFORM_TRAINING_LEASE_S": str(LEASE_S), "PLATFORM_TRAINING_DEVICE": "cpu",
         "PLATFORM_TRAINING_CONFIG": json.dumps(SLOW_CONFIG), "PLATFORM_HOLDOUT_EVERY": "0",
     }
-    org = trainable(make_tenant("Acme")).org
+    org = make_tenant("Acme", training_enabled=True).org
     rated(org, *[("edit_persisted",), ("edit_reverted",)] * 8)
 
     def row() -> TrainingRun:
