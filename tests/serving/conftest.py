@@ -3,49 +3,19 @@ and the gateway served by uvicorn in a thread, like `manage.py up` serves it.
 
 vLLM serves the tiny self-built base model under the platform's base-model name, with
 runtime LoRA loading; adapters are real PEFT directories, with random weights or taught one
-response.
+response (tests/serving/vllm_server.py).
 """
 
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import uvicorn
 
-from serving import registry, vllm_api
+from serving import vllm_api
 from serving.gateway.database import close_connections
-from serving.models import AdapterVersion
 from serving.vllm_process import VllmOptions, VllmProcess, free_port
-from tests.serving.adapters import random_lora, taught_lora
-
-BASE_NAME = "demo-base"
-
-
-@dataclass
-class Vllm:
-    process: VllmProcess
-    base_dir: Path
-    workdir: Path
-
-    @property
-    def url(self) -> str:
-        return self.process.base_url
-
-    def trained_adapter(self, seed: int) -> Path:
-        """A PEFT adapter directory for the served base, different for each seed."""
-        folder = self.workdir / f"trained-{seed}"
-        if not folder.exists():
-            random_lora(self.base_dir, folder, seed=seed, base_name=BASE_NAME)
-        return folder
-
-    def taught_adapter(self, name: str, *, messages: list[dict], response: str) -> Path:
-        """A PEFT adapter for the served base that answers `messages` with `response`."""
-        folder = self.workdir / f"taught-{name}"
-        if not folder.exists():
-            taught_lora(self.base_dir, folder, messages=messages, response=response, base_name=BASE_NAME)
-        return folder
+from tests.serving.vllm_server import BASE_NAME, Vllm
 
 
 @pytest.fixture(scope="session")
@@ -58,10 +28,11 @@ def vllm(tmp_path_factory, tiny_base_model) -> Vllm:
 
 @pytest.fixture
 def serving_settings(settings, vllm, tmp_path):
-    """The platform pointed at the session's vLLM, with adapters under this test's folder.
-    Adapters leave vLLM after the test: the next test's database reuses their names."""
+    """The platform pointed at the session's vLLM and its base model, with adapters under this
+    test's folder. Adapters leave vLLM after the test: the next test's database reuses their names."""
     settings.SERVING_VLLM_URLS = [vllm.url]
     settings.SERVING_BASE_MODEL_NAME = BASE_NAME
+    settings.SERVING_BASE_MODEL_DIR = str(vllm.base_dir)
     settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
     yield settings
     for name in vllm_api.served_models(vllm.url) - {BASE_NAME}:
@@ -91,13 +62,3 @@ def gateway_server(django_db_setup) -> str:
 @pytest.fixture
 def gateway(gateway_server, serving_settings, transactional_db) -> str:
     return gateway_server
-
-
-def deployed_adapter(vllm: Vllm, org, *, seed: int) -> AdapterVersion:
-    """Register a trained adapter for `org` and make it the organization's incumbent."""
-    from serving.deployments import adapter_deploy
-
-    adapter = registry.adapter_register(org=org, source_dir=vllm.trained_adapter(seed))
-    adapter_deploy(adapter=adapter, actor="test")
-    adapter.refresh_from_db()
-    return adapter

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from tests.factories import make_tenant
-from tests.serving.test_gateway import client
+from tests.serving.gateway_calls import gateway_client
 from tests.worker import running_worker
 from training import cycles
 from training.models import Cycle
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.worker]
 def serve_and_rate(gateway, tenant, *, calls: int, users: int = 10, good_model: str | None = None) -> list[str]:
     """`calls` completions for `users` end users, each rated: persisted when served by
     `good_model` (or every other one when None), rejected otherwise."""
-    api, events, ids = client(gateway, tenant.key), [], []
+    api, events, ids = gateway_client(gateway, tenant.key), [], []
     for i in range(calls):
         reply = api.chat.completions.create(model="default", messages=[{"role": "user", "content": f"Task: sum {i}"}],
                                             user=f"user-{i % users}", max_tokens=8, temperature=1.0)
@@ -43,7 +43,7 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
     env = {
         "PLATFORM_VLLM_URLS": vllm.url, "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
         "PLATFORM_ADAPTERS_ROOT": serving_settings.SERVING_ADAPTERS_ROOT, "PLATFORM_TRAINING_WORK_DIR": str(tmp_path / "work"),
-        "PLATFORM_GLOBAL_SUITE": "tests.serving.test_gates_vllm.TinySuite",
+        "PLATFORM_GLOBAL_SUITE": "tests.serving.suites.TinySuite",
         "PLATFORM_TRAINING_DEVICE": "cpu", "PLATFORM_TRAINING_CONFIG": json.dumps({"epochs": 1}),
     }
     for tenant in (acme, globex):  # each organization's own canary policy, which the worker must read
@@ -82,7 +82,7 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
         state = cycle_of(tenant, ids[tenant.org.slug])
         assert state["status"] == "promoted", [c for c in state["canary_report"]["checks"] if not c["passed"]]
         assert state["canary_report"]["decision"] == "promote"
-        assert client(gateway, tenant.key).chat.completions.create(
+        assert gateway_client(gateway, tenant.key).chat.completions.create(
             model="default", messages=[{"role": "user", "content": "hi"}], max_tokens=2).model == state["adapter"]
         run = tenant.client.get(f"/api/v1/training-runs/{state['training_run']}").json()
         other = globex if tenant is acme else acme
