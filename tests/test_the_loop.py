@@ -5,6 +5,9 @@ feedback judges the canaries; the candidates are promoted and served.
 
 The tiny model writes nothing valid, so the gates see no difference and pass; the canary's
 verdict comes from the feedback this test gives (the candidate's users are happier).
+
+It sits at the top of tests/, not in a package's folder: what it tests is the platform whole
+(tenants, serving, training and the worker together), which no one package holds.
 """
 
 import json
