@@ -9,7 +9,8 @@ One real vLLM server for the whole session (it takes a minute or two to start on
 the gateway served by uvicorn in a thread, like `manage.py up` serves it, for the tests marked
 `vllm`: serving's, the demo's traffic driver and the whole loop. vLLM serves the tiny base
 model under the platform's base-model name, with runtime LoRA loading; adapters are real PEFT
-directories (tests/serving/vllm_server.py).
+directories (tests/serving/vllm_server.py). With cache_clock, the caches the gateway keeps in
+this process run on a clock that the test moves forward instead of sleeping out their TTLs.
 """
 
 import threading
@@ -117,3 +118,30 @@ def gateway_server(django_db_setup) -> str:
 @pytest.fixture
 def gateway(gateway_server, serving_settings, transactional_db) -> str:
     return gateway_server
+
+
+class MovableClock:
+    """time.monotonic, which a test may move forward: a cache's TTL passes at once, and between
+    moves time runs as it does for the caches in production."""
+
+    def __init__(self):
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def advance(self, seconds: float) -> None:
+        self.ahead += seconds
+
+
+@pytest.fixture
+def cache_clock(monkeypatch) -> MovableClock:
+    """The clock of the caches the gateway keeps in this process (keys, limits, routes): a test
+    moves it forward by a cache's TTL where the gateway would see a change made elsewhere."""
+    from serving import routing
+    from serving.gateway import views
+
+    clock = MovableClock()
+    for cache in (views._principals, views._limits, routing._routes):
+        monkeypatch.setattr(cache, "clock", clock)
+    return clock

@@ -11,12 +11,12 @@ It sits at the top of tests/, not in a package's folder: what it tests is the pl
 """
 
 import json
-import time
 import uuid
 
 import pytest
 from django.db import connection
 
+from serving.routing import ROUTE_CACHE_S
 from tests.factories import make_tenant
 from tests.serving.gateway_calls import gateway_client
 from tests.worker import running_worker
@@ -41,7 +41,7 @@ def serve_and_rate(gateway, tenant, *, calls: int, users: int = 10, good_model: 
     return ids
 
 
-def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_model, serving_settings, tmp_path):
+def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_model, serving_settings, cache_clock, tmp_path):
     acme, globex = make_tenant("Acme", training_enabled=True), make_tenant("Globex", training_enabled=True)
     env = {
         "PLATFORM_VLLM_URLS": vllm.url, "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
@@ -67,7 +67,7 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
             assert state["status"] == "canary", state
             assert state["gate_report"]["passed"] and len(state["gate_report"]["checks"]) == 8
 
-        time.sleep(1)  # the gateway's route cache (0.5 s) sees the canaries
+        cache_clock.advance(ROUTE_CACHE_S)  # the gateway's route cache sees the canaries
         for tenant in (acme, globex):
             candidate = cycle_of(tenant, ids[tenant.org.slug])["adapter"]
             # 30 sticky users split between the arms: with 10, one arm could get a single user
