@@ -1,46 +1,34 @@
-"""Shared fixtures: two organizations, acme (the owner of the objects under test) and globex
-(the outsider whose identifiers must never reach acme's data, and the other way round), and the
-tiny base model that serving and training tests run on."""
+"""Shared fixtures of the whole suite; what they build comes from tests/factories.py.
 
-from dataclasses import dataclass
+Two organizations: acme (the owner of the objects under test, with training on) and globex
+(the outsider whose identifiers must never reach acme's data, and the other way round), with
+acme's viewer and admin clients; the tiny base model that serving and training tests run on,
+and the adapters root of tests that register adapters.
+
+One real vLLM server for the whole session (it takes a minute or two to start on 2 cores) and
+the gateway served by uvicorn in a thread, like `manage.py up` serves it, for the tests marked
+`vllm`: serving's, the demo's traffic driver and the whole loop. vLLM serves the tiny base
+model under the platform's base-model name, with runtime LoRA loading; adapters are real PEFT
+directories (tests/serving/vllm_server.py). With cache_clock, the caches the gateway keeps in
+this process run on a clock that the test moves forward instead of sleeping out their TTLs.
+"""
+
+import threading
+import time
 from pathlib import Path
 
 import pytest
+import uvicorn
 from rest_framework.test import APIClient
 
-from tenants.models import Organization, Role
-from tenants.organizations import api_key_create, org_create
+from serving import vllm_client
+from serving.gateway.database import close_connections
+from serving.vllm_process import VllmOptions, VllmProcess, free_port
+from tenants.models import Role
+from tests.factories import Tenant, make_tenant
+from tests.serving.vllm_server import BASE_NAME, Vllm
 
-
-@dataclass
-class Tenant:
-    org: Organization
-    key: str  # the owner's key
-    client: APIClient  # authenticated with the owner's key
-
-    def client_with_role(self, role: str) -> APIClient:
-        _, key = api_key_create(org=self.org, name=f"{role} key", role=role, actor="test")
-        return api_client(key)
-
-
-def api_client(key: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    return client
-
-
-def make_tenant(name: str, **policy) -> Tenant:
-    org, key = org_create(name=name, owner_email=f"owner@{name.lower()}.example", policy=policy or None)
-    return Tenant(org=org, key=key, client=api_client(key))
-
-
-@pytest.fixture(scope="session")
-def tiny_base_model(tmp_path_factory) -> Path:
-    """The demo's model architecture at its smallest, built once per session (about 10 s)."""
-    from demo.base_model import bootstrap
-    from demo.base_model.config import TINY
-
-    return bootstrap.ensure_base_model(TINY, tmp_path_factory.mktemp("base-model"), progress=False)
+# Organizations ------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -63,9 +51,97 @@ def admin(acme) -> APIClient:
     return acme.client_with_role(Role.ADMIN)
 
 
-def record(client: APIClient, text: str = "Task: Return the sum of the numbers in a list.", completion: str = "<ask>Which file?</ask>", **extra) -> str:
-    """Record an interaction through the public API and return its id."""
-    body = {"messages": [{"role": "user", "content": text}], "completion": completion, **extra}
-    response = client.post("/api/v1/interactions", body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
+# Models and adapters ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_base_model(tmp_path_factory) -> Path:
+    """The demo's model architecture at its smallest, built once per session (about 10 s)."""
+    from demo.base_model import bootstrap
+    from demo.base_model.config import TINY
+
+    return bootstrap.ensure_base_model(TINY, tmp_path_factory.mktemp("base-model"), progress=False)
+
+
+@pytest.fixture
+def adapters_root(settings, tmp_path) -> Path:
+    """Adapters registered by the test go under its own folder, for the base "demo-base"."""
+    settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
+    settings.SERVING_BASE_MODEL_NAME = "demo-base"
+    return tmp_path / "adapters"
+
+
+# The session's vLLM and the gateway ---------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory, tiny_base_model) -> Vllm:
+    workdir, base = tmp_path_factory.mktemp("vllm"), tiny_base_model
+    options = VllmOptions(model=base, served_name=BASE_NAME, max_loras=4, max_lora_rank=8)
+    with VllmProcess(options, log_path=workdir / "vllm.log") as process:
+        yield Vllm(process=process, base_dir=base, workdir=workdir)
+
+
+@pytest.fixture
+def serving_settings(settings, vllm, tmp_path):
+    """The platform pointed at the session's vLLM and its base model, with adapters under this
+    test's folder. Adapters leave vLLM after the test: the next test's database reuses their names."""
+    settings.SERVING_VLLM_URLS = [vllm.url]
+    settings.SERVING_BASE_MODEL_NAME = BASE_NAME
+    settings.SERVING_BASE_MODEL_DIR = str(vllm.base_dir)
+    settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
+    yield settings
+    for name in vllm_client.served_models(vllm.url) - {BASE_NAME}:
+        vllm_client.unload_adapter(vllm.url, name=name)
+
+
+@pytest.fixture(scope="session")
+def gateway_server(django_db_setup) -> str:
+    """The ASGI application under uvicorn in a thread, sharing this process's settings and
+    test database (its requests come only from tests that hold `transactional_db`)."""
+    from controlplane.asgi import application
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+    close_connections()
+
+
+@pytest.fixture
+def gateway(gateway_server, serving_settings, transactional_db) -> str:
+    return gateway_server
+
+
+class MovableClock:
+    """time.monotonic, which a test may move forward: a cache's TTL passes at once, and between
+    moves time runs as it does for the caches in production."""
+
+    def __init__(self):
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def advance(self, seconds: float) -> None:
+        self.ahead += seconds
+
+
+@pytest.fixture
+def cache_clock(monkeypatch) -> MovableClock:
+    """The clock of the caches the gateway keeps in this process (keys, limits, routes): a test
+    moves it forward by a cache's TTL where the gateway would see a change made elsewhere."""
+    from serving import routing
+    from serving.gateway import views
+
+    clock = MovableClock()
+    for cache in (views._principals, views._limits, routing._routes):
+        monkeypatch.setattr(cache, "clock", clock)
+    return clock

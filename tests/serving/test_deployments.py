@@ -11,16 +11,10 @@ from serving.models import AdapterVersion
 from serving.vllm_process import free_port
 from tenants.errors import Conflict
 from tenants.models import AuditEvent
-from tests.conftest import make_tenant
-from tests.serving.conftest import BASE_NAME
-from tests.serving.test_gateway import ask, client
+from tests.serving.gateway_calls import ask, gateway_client
+from tests.serving.vllm_server import BASE_NAME
 
 pytestmark = pytest.mark.vllm
-
-
-@pytest.fixture
-def acme(gateway):
-    return make_tenant("Acme", training_enabled=True)
 
 
 def candidate(vllm, org, seed: int) -> AdapterVersion:
@@ -28,14 +22,14 @@ def candidate(vllm, org, seed: int) -> AdapterVersion:
 
 
 def served(gateway, tenant) -> str:
-    return ask(client(gateway, tenant.key), max_tokens=2).model
+    return ask(gateway_client(gateway, tenant.key), max_tokens=2).model
 
 
 class Traffic:
     """Requests sent back to back from a thread while the test changes routing."""
 
     def __init__(self, gateway, key):
-        self.api = client(gateway, key, max_retries=0)
+        self.api = gateway_client(gateway, key, max_retries=0)
         self.models, self.errors = [], []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

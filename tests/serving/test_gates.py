@@ -13,15 +13,15 @@ import uuid
 import pytest
 
 from demo.domain import TASKS, Style, render_ask, render_edit, render_function
-from demo.suite import DemoGlobalSuite
 from serving import gates, registry, suite_samples
 from serving.gates import gates_evaluate, tenant_suite_items, thresholds_for
-from serving.policies import Thresholds
 from serving.models import GateThresholds
+from serving.policies import Thresholds
 from serving.statistics import auc, bootstrap_difference_interval, mean, rate_difference_interval, wilson_interval
 from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.recording import InteractionContent, SampledTokens, interaction_record
-from tests.serving.test_registry import trained_adapter
+from tests.factories import trained_adapter
+from tests.serving.suites import SmallSuite
 
 STYLE = Style(naming="snake", indent="4", docstring="no", hints="yes")
 
@@ -54,17 +54,12 @@ class ScriptedModel:
         return render_edit(prompt.file, render_function(task, STYLE)), tokens
 
 
-class SmallSuite(DemoGlobalSuite):
-    def __init__(self):
-        super().__init__(size=200)
-
-
 @pytest.fixture
 def scripted(monkeypatch, settings, tmp_path):
     """vLLM's sampling and scoring replaced by scripted models, keyed by served name."""
     settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "adapters"), "demo-base"
     settings.SERVING_VLLM_URLS, settings.SERVING_BASE_MODEL_DIR = ["http://replica"], str(tmp_path / "base")
-    settings.GATES_GLOBAL_SUITE = "tests.serving.test_gates.SmallSuite"
+    settings.GATES_GLOBAL_SUITE = "tests.serving.suites.SmallSuite"
     settings.GATES_HOLDOUT_EVERY = 1  # every interaction of these tests is held out
     models: dict[str, ScriptedModel] = {}
     scores: dict[str, dict] = {}  # served name -> {completion ids tuple: mean logprob}

@@ -6,52 +6,28 @@ from dataclasses import replace
 
 import pytest
 
-from demo.domain import TASKS, Prompt, Style, render_ask, render_edit, render_function, render_prompt
-from demo.suite import DemoGlobalSuite, SuiteItem
+from demo.domain import Style, render_ask, render_edit, render_function
 from serving import registry, vllm_client
 from serving.deployments import adapter_deploy
 from serving.gates import gates_apply, gates_evaluate
 from serving.models import AdapterVersion, Alert
 from tenants.recording import interaction_content
-from tests.conftest import make_tenant
-from tests.serving.conftest import deployed_adapter
-from tests.serving.test_gateway import ask, client, stored
+from tests.serving.gateway_calls import ask, gateway_client, stored
+from tests.serving.suites import OnePromptSuite, TinySuite
+from tests.serving.vllm_server import deployed_adapter
 from training.cycles import score_completions
 from training.engine import completion_logprobs
 
 pytestmark = pytest.mark.vllm
 
 
-class TinySuite(DemoGlobalSuite):
-    max_tokens = 24
-
-    def __init__(self):
-        super().__init__(size=30)
-
-
-class OnePromptSuite(DemoGlobalSuite):
-    """One clear prompt, sampled 40 times: what the planted adapters below were taught to answer."""
-
-    max_tokens = 64
-    prompt = Prompt(TASKS[0], "utils.py")
-
-    def __init__(self):
-        self.items = [SuiteItem([{"role": "user", "content": render_prompt(self.prompt)}], False, self.prompt)] * 40
-
-
 STYLE = Style(naming="snake", indent="4", docstring="no", hints="yes")
 RIGHT_EDIT = render_edit(OnePromptSuite.prompt.file, render_function(OnePromptSuite.prompt.task, STYLE))
 
 
-@pytest.fixture
-def acme(gateway, settings, vllm):
-    settings.SERVING_BASE_MODEL_DIR = str(vllm.base_dir)
-    return make_tenant("Acme", training_enabled=True)
-
-
 def test_the_engine_scores_a_served_completion_with_the_logprobs_vllm_sampled_it_with(gateway, acme, vllm):
     adapter = deployed_adapter(vllm, acme.org, seed=3)
-    reply = ask(client(gateway, acme.key), temperature=1.0)
+    reply = ask(gateway_client(gateway, acme.key), temperature=1.0)
     tokens = interaction_content(interaction=stored(acme.org, reply.id))["tokens"]
     scored = completion_logprobs(base_model_dir=vllm.base_dir, adapter_dir=registry.adapter_files(adapter),
                                  pairs=[(tokens["prompt_ids"], tokens["completion_ids"])], device="cpu")[0]
@@ -61,7 +37,7 @@ def test_the_engine_scores_a_served_completion_with_the_logprobs_vllm_sampled_it
 
 
 def test_a_gate_run_samples_the_suite_from_the_candidate_and_the_incumbent(gateway, acme, vllm, settings):
-    settings.GATES_GLOBAL_SUITE = "tests.serving.test_gates_vllm.TinySuite"
+    settings.GATES_GLOBAL_SUITE = "tests.serving.suites.TinySuite"
     incumbent = deployed_adapter(vllm, acme.org, seed=4)
     candidate = registry.adapter_register(org=acme.org, source_dir=vllm.trained_adapter(5))
     report = gates_evaluate(candidate=candidate, incumbent=incumbent, score=score_completions)
@@ -78,7 +54,7 @@ def test_a_gate_run_samples_the_suite_from_the_candidate_and_the_incumbent(gatew
 @pytest.fixture
 def planted(gateway, acme, vllm, settings):
     """A candidate taught `response` to the suite's prompt, against an incumbent taught the right edit."""
-    settings.GATES_GLOBAL_SUITE = "tests.serving.test_gates_vllm.OnePromptSuite"
+    settings.GATES_GLOBAL_SUITE = "tests.serving.suites.OnePromptSuite"
     messages = OnePromptSuite().items[0].messages
     incumbent = registry.adapter_register(org=acme.org, source_dir=vllm.taught_adapter("right", messages=messages, response=RIGHT_EDIT))
     adapter_deploy(adapter=incumbent, actor="test")

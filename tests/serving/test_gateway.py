@@ -9,44 +9,18 @@ import openai
 import pytest
 from tokenizers import Tokenizer
 
-from demo.domain import FILES, TASKS, Prompt, render_prompt
 from serving.models import TrafficLimits
 from tenants.models import Interaction
 from tenants.privacy import policy_update
 from tenants.recording import interaction_content, task_create
-from tests.conftest import make_tenant
-from tests.serving.conftest import BASE_NAME, deployed_adapter
+from tests.serving.gateway_calls import PROMPT, ask, gateway_client, stored
+from tests.serving.vllm_server import BASE_NAME, deployed_adapter
 
 pytestmark = pytest.mark.vllm
 
-PROMPT = render_prompt(Prompt(TASKS[5], FILES[0]))
-
-
-def client(gateway: str, key: str, **options) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{gateway}/v1", api_key=key, **options)
-
-
-def ask(api: openai.OpenAI, model: str = "default", **options):
-    options.setdefault("max_tokens", 24)
-    return api.chat.completions.create(model=model, messages=[{"role": "user", "content": PROMPT}], **options)
-
-
-def stored(org, interaction_id) -> Interaction:
-    return Interaction.objects.for_org(org).get(pk=interaction_id)
-
-
-@pytest.fixture
-def acme(gateway):
-    return make_tenant("Acme", training_enabled=True)
-
-
-@pytest.fixture
-def globex(gateway):
-    return make_tenant("Globex", training_enabled=True)
-
 
 def test_the_openai_client_gets_a_recorded_completion_with_matching_logprobs(gateway, acme, vllm):
-    completion = ask(client(gateway, acme.key), temperature=1.0, user="dev-1")
+    completion = ask(gateway_client(gateway, acme.key), temperature=1.0, user="dev-1")
     assert completion.model == BASE_NAME and completion.choices[0].message.content
     assert completion.choices[0].logprobs is None  # not asked for
 
@@ -65,14 +39,14 @@ def test_the_openai_client_gets_a_recorded_completion_with_matching_logprobs(gat
 
 
 def test_logprobs_reach_the_client_only_when_asked(gateway, acme):
-    completion = ask(client(gateway, acme.key), logprobs=True, top_logprobs=2)
+    completion = ask(gateway_client(gateway, acme.key), logprobs=True, top_logprobs=2)
     entries = completion.choices[0].logprobs.content
     assert len(entries) == completion.usage.completion_tokens
     assert all(len(entry.top_logprobs) == 2 for entry in entries)
 
 
 def test_a_stream_relays_the_completion_and_records_it_under_the_streams_id(gateway, acme):
-    stream = ask(client(gateway, acme.key), stream=True, temperature=1.0)
+    stream = ask(gateway_client(gateway, acme.key), stream=True, temperature=1.0)
     chunks = list(stream)
     assert {chunk.id for chunk in chunks} == {chunks[0].id}
     assert {chunk.model for chunk in chunks} == {BASE_NAME}
@@ -84,7 +58,7 @@ def test_a_stream_relays_the_completion_and_records_it_under_the_streams_id(gate
 
 
 def test_a_stream_reports_usage_when_asked(gateway, acme):
-    chunks = list(ask(client(gateway, acme.key), stream=True, stream_options={"include_usage": True}))
+    chunks = list(ask(gateway_client(gateway, acme.key), stream=True, stream_options={"include_usage": True}))
     assert chunks[-1].usage.completion_tokens == stored(acme.org, chunks[0].id).completion_tokens
 
 
@@ -92,11 +66,11 @@ def test_each_organization_is_served_its_own_adapter(gateway, acme, globex, vllm
     mine, theirs = deployed_adapter(vllm, acme.org, seed=1), deployed_adapter(vllm, globex.org, seed=2)
     outputs = {}
     for tenant, adapter in ((acme, mine), (globex, theirs)):
-        completion = ask(client(gateway, tenant.key), temperature=0)
+        completion = ask(gateway_client(gateway, tenant.key), temperature=0)
         assert completion.model == adapter.name
         assert stored(tenant.org, completion.id).adapter == adapter.name
         outputs[adapter.name] = completion.choices[0].message.content
-    outputs["base"] = ask(client(gateway, acme.key), model="acme@v1", temperature=0).choices[0].message.content
+    outputs["base"] = ask(gateway_client(gateway, acme.key), model="acme@v1", temperature=0).choices[0].message.content
     assert outputs["base"] == outputs["acme@v1"]  # naming its own deployed version is the same as "default"
     assert outputs["acme@v1"] != outputs["globex@v1"]
 
@@ -105,25 +79,25 @@ def test_each_organization_is_served_its_own_adapter(gateway, acme, globex, vllm
 def test_an_organization_cannot_reach_another_model_than_its_own(gateway, acme, globex, vllm, model):
     deployed_adapter(vllm, globex.org, seed=2)
     with pytest.raises(openai.NotFoundError) as raised:
-        ask(client(gateway, acme.key), model=model)
+        ask(gateway_client(gateway, acme.key), model=model)
     assert raised.value.body["code"] == "model_not_found"
     assert not Interaction.objects.for_org(acme.org).exists()
 
 
 def test_zero_retention_stores_metrics_and_no_text(gateway, acme):
     policy_update(org=acme.org, changes={"store_content": False, "training_enabled": False}, actor="test")
-    completion = ask(client(gateway, acme.key))
+    completion = ask(gateway_client(gateway, acme.key))
     row = stored(acme.org, completion.id)
     assert row.content is None and row.completion_tokens == completion.usage.completion_tokens
 
 
 def test_a_call_joins_its_background_task_by_metadata_or_header(gateway, acme, globex):
     task = task_create(org=acme.org)
-    by_metadata = ask(client(gateway, acme.key), metadata={"task_id": str(task.pk)})
-    by_header = ask(client(gateway, acme.key, default_headers={"X-Task-Id": str(task.pk)}))
+    by_metadata = ask(gateway_client(gateway, acme.key), metadata={"task_id": str(task.pk)})
+    by_header = ask(gateway_client(gateway, acme.key, default_headers={"X-Task-Id": str(task.pk)}))
     assert stored(acme.org, by_metadata.id).task_id == stored(acme.org, by_header.id).task_id == task.pk
     with pytest.raises(openai.NotFoundError):
-        ask(client(gateway, globex.key), metadata={"task_id": str(task.pk)})
+        ask(gateway_client(gateway, globex.key), metadata={"task_id": str(task.pk)})
 
 
 def post(gateway: str, key: str | None, body) -> httpx.Response:
@@ -160,7 +134,7 @@ def test_vllm_down_is_a_503_and_nothing_is_recorded(gateway, acme, settings):
 
     settings.SERVING_VLLM_URLS = [f"http://127.0.0.1:{free_port()}"]
     with pytest.raises(openai.InternalServerError) as raised:
-        ask(client(gateway, acme.key, max_retries=0))
+        ask(gateway_client(gateway, acme.key, max_retries=0))
     assert raised.value.status_code == 503 and "replica" in raised.value.message
     assert not Interaction.objects.for_org(acme.org).exists()
 
@@ -170,12 +144,12 @@ def test_a_replica_that_lost_its_adapters_gets_them_back(gateway, acme, vllm):
 
     adapter = deployed_adapter(vllm, acme.org, seed=1)
     vllm_client.unload_adapter(vllm.url, name=adapter.name)  # as if the replica had restarted
-    assert ask(client(gateway, acme.key)).model == adapter.name
+    assert ask(gateway_client(gateway, acme.key)).model == adapter.name
 
 
 def test_an_organization_over_its_limits_gets_429_with_retry_after(gateway, acme):
     TrafficLimits.objects.create(org=acme.org, requests_per_minute=2)
-    api = client(gateway, acme.key, max_retries=0)
+    api = gateway_client(gateway, acme.key, max_retries=0)
     ask(api), ask(api)
     with pytest.raises(openai.RateLimitError) as raised:
         ask(api)
@@ -186,7 +160,7 @@ def test_a_flood_from_one_organization_does_not_starve_another(gateway, acme, gl
     from concurrent.futures import ThreadPoolExecutor
 
     TrafficLimits.objects.create(org=acme.org, max_concurrent=2)
-    flooder = client(gateway, acme.key, max_retries=0)
+    flooder = gateway_client(gateway, acme.key, max_retries=0)
 
     def flood(_):
         try:
@@ -197,7 +171,7 @@ def test_a_flood_from_one_organization_does_not_starve_another(gateway, acme, gl
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         flooding = pool.map(flood, range(48))
-        calm = [ask(client(gateway, globex.key, max_retries=0), max_tokens=16) for _ in range(4)]
+        calm = [ask(gateway_client(gateway, globex.key, max_retries=0), max_tokens=16) for _ in range(4)]
         statuses = list(flooding)
     assert 429 in statuses and 200 in statuses
     assert len(calm) == 4 and all(c.choices[0].message.content is not None for c in calm)
@@ -211,7 +185,7 @@ def test_a_client_that_drops_a_stream_gives_its_slot_back(gateway, acme):
         next(response.iter_lines())
     for _ in range(50):  # the gateway notices the disconnect at its next chunk
         try:
-            ask(client(gateway, acme.key, max_retries=0), max_tokens=2)
+            ask(gateway_client(gateway, acme.key, max_retries=0), max_tokens=2)
             return
         except openai.RateLimitError:
             time.sleep(0.1)
@@ -226,15 +200,15 @@ def test_other_methods_and_paths_under_v1_get_openai_errors(gateway, acme):
     assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error"
 
 
-def test_a_revoked_key_stops_working_at_the_gateway_within_a_second(gateway, acme):
+def test_a_revoked_key_stops_working_at_the_gateway_within_a_second(gateway, acme, cache_clock):
     from tenants.models import Role
     from tenants.organizations import Principal, api_key_create, api_key_revoke
 
     key_row, key = api_key_create(org=acme.org, name="agent", role="viewer", actor="test")
-    api = client(gateway, key, max_retries=0)
+    api = gateway_client(gateway, key, max_retries=0)
     ask(api, max_tokens=1)
     api_key_revoke(api_key=key_row, by=Principal(org=acme.org, role=Role.OWNER, actor="test"))
-    time.sleep(1.1)
+    cache_clock.advance(1.0)
     with pytest.raises(openai.AuthenticationError):
         ask(api, max_tokens=1)
 

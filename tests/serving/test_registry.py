@@ -1,4 +1,3 @@
-import json
 import os
 
 import pytest
@@ -6,21 +5,9 @@ import pytest
 from serving import registry
 from serving.models import AdapterVersion
 from tenants.errors import Conflict, InvalidInput, NotFound
+from tests.factories import trained_adapter
 
-
-@pytest.fixture(autouse=True)
-def adapters_root(settings, tmp_path):
-    settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
-    settings.SERVING_BASE_MODEL_NAME = "demo-base"
-    return tmp_path / "adapters"
-
-
-def trained_adapter(tmp_path, base="demo-base", name="out"):
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base, "r": 8}))
-    (folder / "adapter_model.safetensors").write_bytes(b"weights")
-    return folder
+pytestmark = pytest.mark.usefixtures("adapters_root")
 
 
 def test_registered_versions_get_immutable_names_and_their_own_folders(acme, tmp_path, adapters_root):

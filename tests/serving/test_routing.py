@@ -6,13 +6,9 @@ from serving import registry
 from serving.models import AdapterVersion
 from serving.routing import base_target, in_canary, target_resolve
 from tenants.errors import NotFound
-from tests.serving.test_registry import trained_adapter
+from tests.factories import trained_adapter
 
-
-@pytest.fixture(autouse=True)
-def adapters_root(settings, tmp_path):
-    settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
-    settings.SERVING_BASE_MODEL_NAME = "demo-base"
+pytestmark = pytest.mark.usefixtures("adapters_root")
 
 
 def adapter(org, tmp_path, status, name) -> AdapterVersion:

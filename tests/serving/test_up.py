@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from serving.vllm_process import free_port
-from tests.serving.conftest import BASE_NAME
+from tests.serving.vllm_server import BASE_NAME
 
 pytestmark = pytest.mark.vllm
 

@@ -9,7 +9,7 @@ import pytest
 
 from demo.domain import FILES, TASKS, Prompt, render_ask, render_prompt
 from serving import vllm_client
-from tests.serving.conftest import BASE_NAME
+from tests.serving.vllm_server import BASE_NAME
 
 pytestmark = pytest.mark.vllm
 

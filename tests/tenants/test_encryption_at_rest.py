@@ -10,7 +10,7 @@ from django.test import override_settings
 from tenants import crypto, data_keys
 from tenants.models import DataKey, Interaction
 from tenants.organizations import org_delete
-from tests.conftest import record
+from tests.factories import record
 
 SECRET_PLAINTEXT = "Task: Return the frobnicated zanzibar of a list."  # a marker found nowhere else
 

@@ -6,7 +6,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from tenants.models import FeedbackEvent
-from tests.conftest import api_client, record
+from tests.factories import api_client, record
 
 URL = "/api/v1/feedback"
 

@@ -1,7 +1,7 @@
 import json
 
 from tenants.models import AuditEvent, FeedbackEvent, Interaction
-from tests.conftest import record
+from tests.factories import record
 
 URL = "/api/v1/interactions"
 

@@ -31,7 +31,7 @@ from tenants.models import (
     Organization,
     PrivacyPolicy,
 )
-from tests.conftest import record
+from tests.factories import record, registered_adapter
 from training.models import Cycle, TrainingRun
 
 PREFIX = "api/v1/"
@@ -121,7 +121,7 @@ def _member(acme) -> str:
 
 
 def _adapter_name(acme) -> str:
-    return _adapter(acme, Path(tempfile.mkdtemp(prefix="isolation-"))).name
+    return registered_adapter(acme.org, Path(tempfile.mkdtemp(prefix="isolation-"))).name
 
 
 def _training_run(acme) -> str:
@@ -153,15 +153,6 @@ WRITE_BODIES = {
 }
 
 
-def _adapter(tenant, root) -> AdapterVersion:
-    from serving.registry import adapter_register
-
-    source = root / f"trained-{tenant.org.slug}"
-    source.mkdir(parents=True)
-    (source / "adapter_config.json").write_text('{"base_model_name_or_path": "isolation-base"}')
-    return adapter_register(org=tenant.org, source_dir=source)
-
-
 @pytest.fixture
 def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
     """One of acme's objects of each kind, with feedback and an outcome, and some of globex's own
@@ -182,7 +173,7 @@ def acme_data(acme, globex, settings, tmp_path) -> AcmeData:
     acme_adapter = AdapterVersion.objects.for_org(acme.org).get(name=ids["name"])
     Alert.objects.create(org=acme.org, kind=Alert.Kind.REWARD_HACKING, adapter=acme_adapter,
                          message=f"{acme_adapter.name} was blocked", figures=[])
-    _adapter(globex, tmp_path)
+    registered_adapter(globex.org, tmp_path)
 
     theirs = record(globex.client)
     globex.client.post("/api/v1/feedback", {"events": [{"interaction_id": theirs, "type": "edit_accepted", "idempotency_key": "globex-own"}]}, format="json")

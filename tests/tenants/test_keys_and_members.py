@@ -3,7 +3,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from tenants.models import ApiKey, AuditEvent, Role
-from tests.conftest import api_client
+from tests.factories import api_client
 
 
 def test_a_new_key_is_shown_once_and_stored_only_as_a_hash(acme):

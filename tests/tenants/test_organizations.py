@@ -5,7 +5,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tenants.models import DataKey, Interaction, Organization, PrivacyPolicy
-from tests.conftest import api_client, record
+from tests.factories import api_client, record
 
 
 def create_org(*args) -> dict:

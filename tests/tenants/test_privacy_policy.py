@@ -1,5 +1,5 @@
 from tenants.models import AuditEvent, Interaction, Role
-from tests.conftest import make_tenant, record
+from tests.factories import make_tenant, record
 
 URL = "/api/v1/privacy-policy"
 

@@ -9,7 +9,7 @@ import pytest
 
 from controlplane.celery import app
 from tenants.tasks import purge_expired_content
-from tests.conftest import make_tenant, record
+from tests.factories import make_tenant, record
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@ import pytest
 
 from tenants.models import ApiKey, FeedbackEvent, Interaction
 from tenants.scoping import UnscopedQueryError
-from tests.conftest import record
+from tests.factories import record
 
 
 @pytest.mark.parametrize("query", [

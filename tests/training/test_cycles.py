@@ -16,27 +16,17 @@ from django.utils import timezone
 
 from serving import canary, deployments, gates
 from serving.gates import GateReport
-from serving.verdicts import Check
 from serving.models import AdapterVersion, Alert
 from serving.registry import route_of
+from serving.verdicts import Check
+from serving.vllm_client import VllmError
 from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.recording import InteractionContent, interaction_record
-from tests.training.test_runs import rated, training  # noqa: F401  (fixture)
-from tests.training.test_runs import acme, globex, trainable  # noqa: F401  (fixtures)
-from serving.vllm_client import VllmError
-from tenants import transactions
+from tests.factories import make_tenant, rated
 from training import cycles, runs, schedules, tasks
 from training.models import Cycle, TrainingRun
 
 Status = Cycle.Status
-
-
-@pytest.fixture
-def sent(monkeypatch) -> list[str]:
-    """Tasks that would go to the broker: remembered, run by the test when it wants."""
-    sent = []
-    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(f"{'run' if task == runs.TRAIN_TASK else 'cycle'} {object_id}"))
-    return sent
 
 
 @pytest.fixture
@@ -214,7 +204,6 @@ def test_one_active_cycle_per_organization_and_none_without_training(acme, globe
     with pytest.raises(Exception) as refused:
         cycles.cycle_request(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
     assert refused.value.details == {"active_cycle": str(first.pk)}
-    from tests.conftest import make_tenant
     with pytest.raises(Exception, match="training_enabled"):
         cycles.cycle_request(org=make_tenant("Initech").org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
 
@@ -227,8 +216,6 @@ def test_a_duplicated_queued_step_requests_one_training_run(acme, training, sent
 
 
 def test_the_schedule_starts_cycles_where_training_is_on_and_due(acme, training, sent):
-    from tests.conftest import make_tenant
-
     off = make_tenant("Initech")
     for org in (acme.org, off.org):
         schedules.schedule_update(org=org, changes={"min_feedback_events": 1}, actor="test")
@@ -239,11 +226,11 @@ def test_the_schedule_starts_cycles_where_training_is_on_and_due(acme, training,
     assert cycles.cycles_start_due() == []  # acme's cycle is active
 
 
-def test_the_tick_moves_canaries_and_lost_steps_on(acme, globex, training, sent, replicas, monkeypatch):
+def test_the_tick_moves_canaries_and_lost_steps_on(acme, trainable_globex, training, sent, replicas, monkeypatch):
     gate_verdict(monkeypatch)
     in_canary = trained_cycle(acme.org)
     cycles.cycle_advance(str(in_canary.pk))
-    lost = cycles.cycle_request(org=globex.org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
+    lost = cycles.cycle_request(org=trainable_globex.org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
     assert cycles.cycles_nudge() == [str(in_canary.pk)]
     later = timezone.now() + timedelta(seconds=training.TRAINING_REQUEUE_S + 1)
     assert sorted(cycles.cycles_nudge(now=later)) == sorted([str(in_canary.pk), str(lost.pk)])

@@ -3,15 +3,8 @@
 import pytest
 
 from serving.models import AdapterVersion, Alert
-from tenants import transactions
 from tenants.models import Role
-
-
-@pytest.fixture
-def sent(monkeypatch) -> list[str]:
-    sent = []
-    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(str(object_id)))
-    return sent
+from tests.factories import registered_adapter
 
 
 def test_an_admin_starts_a_cycle_and_reads_its_state(acme, sent, django_capture_on_commit_callbacks):
@@ -37,10 +30,8 @@ def test_cycles_need_training_on_and_an_admin(acme, globex, sent):
 
 
 def test_alerts_are_listed_for_the_organization(acme, settings, tmp_path):
-    from tests.tenants.test_isolation import _adapter
-
     settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "a"), "isolation-base"
-    adapter = _adapter(acme, tmp_path)
+    adapter = registered_adapter(acme.org, tmp_path)
     AdapterVersion.objects.for_org(acme.org).filter(pk=adapter.pk).update(status="blocked")
     Alert.objects.create(org=acme.org, kind=Alert.Kind.REWARD_HACKING, adapter=adapter, message="blocked",
                          figures=[{"name": "ask_rate_on_clear", "candidate": 0.4, "incumbent": 0.1}])

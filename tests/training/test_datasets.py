@@ -1,7 +1,6 @@
 """The dataset of a training run: on-policy first, a bounded staleness, rewards from feedback,
 the privacy policy respected, and lineage that names exactly what went in."""
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -10,35 +9,16 @@ from django.utils import timezone
 from serving import registry
 from serving.models import AdapterVersion
 from tenants.errors import Conflict
-from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.models import FeedbackEvent, Interaction
 from tenants.privacy import policy_update
-from tenants.recording import InteractionContent, SampledTokens, interaction_record, task_create, task_outcome_record
-from tests.serving.test_registry import trained_adapter
+from tenants.recording import task_create, task_outcome_record
+from tests.factories import give, served, trained_adapter
 from training.datasets import SHARED_GROUP, dataset_build
 from training.rewards import RewardSpecValues
 
+pytestmark = pytest.mark.usefixtures("adapters_root")
+
 SPEC = RewardSpecValues(version=0, latency_penalty_per_s=0.0)
-
-
-@pytest.fixture(autouse=True)
-def adapters_root(settings, tmp_path):
-    settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
-    settings.SERVING_BASE_MODEL_NAME = "demo-base"
-
-
-def served(org, *, adapter=None, prompt=(1, 2, 3), text="<ask>Which file?</ask>", task=None, feedback=("edit_persisted",)) -> Interaction:
-    tokens = SampledTokens(prompt_ids=list(prompt), completion_ids=[7, 8], logprobs=[-0.5, -0.25])
-    interaction = interaction_record(org=org, content=InteractionContent([{"role": "user", "content": "hi"}], text, tokens),
-                                     source="gateway", adapter=adapter, task=task)
-    give(org, interaction, *feedback)
-    return interaction
-
-
-def give(org, interaction, *types):
-    if types:
-        feedback_ingest(org=org, events=[FeedbackIn(interaction_id=interaction.pk, type=t, idempotency_key=str(uuid.uuid4()))
-                                         for t in types])
 
 
 def versions(org, tmp_path, count) -> list[AdapterVersion]:

@@ -9,58 +9,13 @@ from django.utils import timezone
 
 from serving import registry
 from serving.models import AdapterVersion
-from tenants import transactions
 from tenants.errors import Conflict
 from tenants.privacy import policy_update
-from tests.conftest import make_tenant
-from tests.training.test_datasets import give, served
+from tests.factories import RATED_PROMPT, give, make_tenant, rated, requested, served
 from training import runs, schedules
 from training.models import TrainingRun, TrainingSchedule
 
 Status = TrainingRun.Status
-PROMPT = (5, 6, 7)
-
-
-@pytest.fixture
-def training(settings, tmp_path, tiny_base_model):
-    settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
-    settings.SERVING_BASE_MODEL_NAME = "demo-base"
-    settings.SERVING_BASE_MODEL_DIR = str(tiny_base_model)
-    settings.TRAINING_WORK_DIR = str(tmp_path / "training")
-    settings.TRAINING_DEVICE = "cpu"
-    settings.TRAINING_CONFIG = {"epochs": 1, "batch_size": 4}
-    return settings
-
-
-@pytest.fixture
-def sent(monkeypatch) -> list[str]:
-    """The runs whose task was sent to the broker (here: remembered, not sent)."""
-    sent = []
-    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(str(object_id)))
-    return sent
-
-
-def trainable(tenant):
-    policy_update(org=tenant.org, changes={"training_enabled": True}, actor="test")
-    return tenant
-
-
-@pytest.fixture
-def acme(db):
-    return trainable(make_tenant("Acme"))
-
-
-@pytest.fixture
-def globex(db):
-    return trainable(make_tenant("Globex"))
-
-
-def rated(org, *feedback_per_interaction):
-    return [served(org, prompt=PROMPT, feedback=feedback) for feedback in feedback_per_interaction]
-
-
-def requested(org) -> TrainingRun:
-    return runs.run_request(org=org, trigger=TrainingRun.Trigger.REQUEST, actor="test")
 
 
 def test_a_run_trains_on_its_organizations_feedback_and_registers_one_candidate(acme, globex, training, sent,
@@ -93,12 +48,12 @@ def test_a_second_delivery_of_the_task_finds_nothing_to_do(acme, training, sent)
     assert AdapterVersion.objects.for_org(acme.org).count() == 1
 
 
-def test_one_active_run_per_organization(acme, globex, training, sent):
+def test_one_active_run_per_organization(acme, trainable_globex, training, sent):
     first = requested(acme.org)
     with pytest.raises(Conflict) as refused:
         requested(acme.org)
     assert refused.value.details == {"active_run": str(first.pk)}
-    requested(globex.org)  # others are not held up
+    requested(trainable_globex.org)  # others are not held up
 
 
 def test_no_run_while_training_is_off_in_the_privacy_policy(acme, training, sent):
@@ -112,7 +67,7 @@ def test_no_run_while_training_is_off_in_the_privacy_policy(acme, training, sent
 
 
 def test_a_run_with_nothing_to_train_on_fails_and_says_why(acme, training, sent):
-    served(acme.org, prompt=PROMPT, feedback=())
+    served(acme.org, prompt=RATED_PROMPT, feedback=())
     failed = runs.run_execute(str(requested(acme.org).pk))
     assert failed.status == Status.FAILED
     assert "Nothing to train on" in failed.error and "no feedback yet" in failed.error
@@ -155,12 +110,12 @@ def test_a_run_whose_every_attempt_died_fails(acme, training, sent):
 
 def test_feedback_that_arrives_after_a_runs_window_counts_in_the_next_run(acme, training, sent):
     early, late = rated(acme.org, ("edit_persisted",), ())
-    served(acme.org, prompt=PROMPT, feedback=("edit_reverted",))
+    served(acme.org, prompt=RATED_PROMPT, feedback=("edit_reverted",))
     first = runs.run_execute(str(requested(acme.org).pk))
     assert str(early.pk) in first.interaction_ids and str(late.pk) not in first.interaction_ids
 
     give(acme.org, late, "edit_persisted")  # hours later
-    served(acme.org, prompt=PROMPT, feedback=("edit_rejected",))
+    served(acme.org, prompt=RATED_PROMPT, feedback=("edit_rejected",))
     second = runs.run_execute(str(requested(acme.org).pk))
     assert second.since == first.until
     assert str(late.pk) in second.interaction_ids and str(early.pk) not in second.interaction_ids
@@ -200,9 +155,9 @@ def test_schedule_updates_are_validated_and_audited(acme):
     assert acme.org.audit_events.filter(action="training_schedule.update", actor="admin@acme").exists()
 
 
-def test_lost_runs_are_sent_again(acme, globex, training, sent):
+def test_lost_runs_are_sent_again(acme, trainable_globex, training, sent):
     now = timezone.now()
-    dead, lost, waiting = requested(acme.org), requested(globex.org), requested(make_tenant("Initech", training_enabled=True).org)
+    dead, lost, waiting = requested(acme.org), requested(trainable_globex.org), requested(make_tenant("Initech", training_enabled=True).org)
     lease = timedelta(seconds=training.TRAINING_LEASE_S)
     TrainingRun.objects.across_orgs().filter(pk=dead.pk).update(
         status=Status.RUNNING, attempts=1, enqueued_at=now - 3 * lease, heartbeat_at=now - 2 * lease)

@@ -2,23 +2,12 @@
 
 import pytest
 
-from tenants import transactions
 from tenants.models import Role
-from tests.training.test_runs import rated, trainable
+from tests.factories import rated, registered_adapter
 from training import runs
 from training.models import TrainingRun
 
-
-@pytest.fixture
-def acme(acme, sent):
-    return trainable(acme)
-
-
-@pytest.fixture
-def sent(monkeypatch) -> list[str]:
-    sent = []
-    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(str(object_id)))
-    return sent
+pytestmark = pytest.mark.usefixtures("sent")  # no run requested here goes to the broker
 
 
 def test_an_admin_queues_a_run_and_reads_its_state(acme, django_capture_on_commit_callbacks, sent):
@@ -84,10 +73,8 @@ def test_a_finished_run_shows_its_lineage_and_candidate(acme, settings, tmp_path
 
 
 def test_promoting_without_replicas_is_unavailable_and_changes_nothing(acme, settings, tmp_path):
-    from tests.tenants.test_isolation import _adapter
-
     settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME, settings.SERVING_VLLM_URLS = str(tmp_path / "a"), "isolation-base", []
-    adapter = _adapter(acme, tmp_path)
+    adapter = registered_adapter(acme.org, tmp_path)
     response = acme.client.post(f"/api/v1/adapters/{adapter.name}/promote")
     assert response.status_code == 503 and response.json()["error"]["code"] == "replica_failed"
     assert acme.client.post(f"/api/v1/adapters/{adapter.name}/rollback").status_code == 409  # not serving

@@ -1,16 +1,17 @@
 """A real worker killed mid-run: the run is taken over by another worker, resumes from its
-checkpoint and ends with exactly one adapter version."""
+checkpoint and ends with exactly one adapter version.
+
+It runs on SQLite as on PostgreSQL: the workers open the test database's file (settings/test.py
+names one for SQLite), in WAL mode, so each read of this process sees what they committed."""
 
 import json
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from serving import registry
 from serving.models import AdapterVersion
-from tests.conftest import make_tenant
-from tests.training.test_runs import rated, requested, trainable
+from tests.factories import make_tenant, rated, requested
 from tests.worker import running_worker
 from training import runs
 from training.engine.checkpoint import CHECKPOINT_FILE
@@ -22,9 +23,6 @@ SLOW_CONFIG = {"epochs": 60, "batch_size": 2, "checkpoint_every": 4}
 
 
 @pytest.mark.worker
-@pytest.mark.skipif(settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"),
-                    reason="on SQLite this test's process intermittently misses the worker's commits (CI, twice); "
-                           "it runs on PostgreSQL, the production database, and the logic is covered in process")
 def test_a_worker_killed_mid_run_leaves_exactly_one_adapter_version(transactional_db, tiny_base_model, settings, tmp_path):
     settings.SERVING_ADAPTERS_ROOT, settings.SERVING_BASE_MODEL_NAME = str(tmp_path / "adapters"), "demo-base"
     settings.TRAINING_WORK_DIR, settings.TRAINING_LEASE_S = str(tmp_path / "training"), LEASE_S
@@ -34,7 +32,7 @@ def test_a_worker_killed_mid_run_leaves_exactly_one_adapter_version(transactiona
         "PLATFORM_TRAINING_LEASE_S": str(LEASE_S), "PLATFORM_TRAINING_DEVICE": "cpu",
         "PLATFORM_TRAINING_CONFIG": json.dumps(SLOW_CONFIG), "PLATFORM_HOLDOUT_EVERY": "0",
     }
-    org = trainable(make_tenant("Acme")).org
+    org = make_tenant("Acme", training_enabled=True).org
     rated(org, *[("edit_persisted",), ("edit_reverted",)] * 8)
 
     def row() -> TrainingRun:

@@ -9,7 +9,7 @@ from django.utils import timezone
 from tenants.models import Interaction
 from tenants.recording import InteractionContent, interaction_record
 from tenants.tasks import purge_expired_content
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 from tests.worker import running_worker
 
 

@@ -20,7 +20,7 @@ from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from controlplane.wsgi import application
-from tests.conftest import make_tenant, record
+from tests.factories import make_tenant, record
 
 SCHEMA_URL = "/api/schema/"
 PREFIX = "api/v1/"

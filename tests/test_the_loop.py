@@ -5,17 +5,20 @@ feedback judges the canaries; the candidates are promoted and served.
 
 The tiny model writes nothing valid, so the gates see no difference and pass; the canary's
 verdict comes from the feedback this test gives (the candidate's users are happier).
+
+It sits at the top of tests/, not in a package's folder: what it tests is the platform whole
+(tenants, serving, training and the worker together), which no one package holds.
 """
 
 import json
-import time
 import uuid
 
 import pytest
 from django.db import connection
 
-from tests.conftest import make_tenant
-from tests.serving.test_gateway import client
+from serving.routing import ROUTE_CACHE_S
+from tests.factories import make_tenant
+from tests.serving.gateway_calls import gateway_client
 from tests.worker import running_worker
 from training import cycles
 from training.models import Cycle
@@ -26,7 +29,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.worker]
 def serve_and_rate(gateway, tenant, *, calls: int, users: int = 10, good_model: str | None = None) -> list[str]:
     """`calls` completions for `users` end users, each rated: persisted when served by
     `good_model` (or every other one when None), rejected otherwise."""
-    api, events, ids = client(gateway, tenant.key), [], []
+    api, events, ids = gateway_client(gateway, tenant.key), [], []
     for i in range(calls):
         reply = api.chat.completions.create(model="default", messages=[{"role": "user", "content": f"Task: sum {i}"}],
                                             user=f"user-{i % users}", max_tokens=8, temperature=1.0)
@@ -38,12 +41,12 @@ def serve_and_rate(gateway, tenant, *, calls: int, users: int = 10, good_model: 
     return ids
 
 
-def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_model, serving_settings, tmp_path):
+def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_model, serving_settings, cache_clock, tmp_path):
     acme, globex = make_tenant("Acme", training_enabled=True), make_tenant("Globex", training_enabled=True)
     env = {
         "PLATFORM_VLLM_URLS": vllm.url, "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
         "PLATFORM_ADAPTERS_ROOT": serving_settings.SERVING_ADAPTERS_ROOT, "PLATFORM_TRAINING_WORK_DIR": str(tmp_path / "work"),
-        "PLATFORM_GLOBAL_SUITE": "tests.serving.test_gates_vllm.TinySuite",
+        "PLATFORM_GLOBAL_SUITE": "tests.serving.suites.TinySuite",
         "PLATFORM_TRAINING_DEVICE": "cpu", "PLATFORM_TRAINING_CONFIG": json.dumps({"epochs": 1}),
     }
     for tenant in (acme, globex):  # each organization's own canary policy, which the worker must read
@@ -64,7 +67,7 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
             assert state["status"] == "canary", state
             assert state["gate_report"]["passed"] and len(state["gate_report"]["checks"]) == 8
 
-        time.sleep(1)  # the gateway's route cache (0.5 s) sees the canaries
+        cache_clock.advance(ROUTE_CACHE_S)  # the gateway's route cache sees the canaries
         for tenant in (acme, globex):
             candidate = cycle_of(tenant, ids[tenant.org.slug])["adapter"]
             # 30 sticky users split between the arms: with 10, one arm could get a single user
@@ -82,7 +85,7 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
         state = cycle_of(tenant, ids[tenant.org.slug])
         assert state["status"] == "promoted", [c for c in state["canary_report"]["checks"] if not c["passed"]]
         assert state["canary_report"]["decision"] == "promote"
-        assert client(gateway, tenant.key).chat.completions.create(
+        assert gateway_client(gateway, tenant.key).chat.completions.create(
             model="default", messages=[{"role": "user", "content": "hi"}], max_tokens=2).model == state["adapter"]
         run = tenant.client.get(f"/api/v1/training-runs/{state['training_run']}").json()
         other = globex if tenant is acme else acme

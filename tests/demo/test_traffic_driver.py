@@ -6,7 +6,7 @@ import pytest
 from demo.personas import Persona
 from demo.traffic import SimulatedOrg, run_traffic
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction
-from tests.conftest import make_tenant
+from tests.factories import make_tenant
 
 pytestmark = pytest.mark.vllm
 

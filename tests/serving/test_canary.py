@@ -1,0 +1,168 @@
+"""The canary's decision rule on its own: the candidate's arm against the incumbent's, from
+interactions and feedback recorded here for each.
+
+No verdict while either arm is short of min_interactions with a settled outcome (an accepted
+edit settles once it persisted or was reverted), unless the canary has run max_hours: then it
+expired and is rolled back. With enough on both sides, any check failing beyond its tolerance
+rolls the candidate back (a drop in the edit-persisted rate, a rise in the dissatisfied rate or
+in latency), and none failing promotes it. Cycles take the decision through
+tests/training/test_cycles.py.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from serving.canary import PROMOTE, ROLL_BACK, WAIT, CanaryPolicy, CanaryReport, canary_evaluate
+from serving.models import AdapterVersion
+from tenants.models import Interaction
+from tests.factories import give, registered_adapter, served
+
+MINIMUM = 40  # interactions a side before a verdict, in these tests
+CHECKS = {"edit_persisted_rate", "dissatisfied_rate", "latency"}
+
+
+@pytest.fixture
+def candidate(acme, adapters_root, tmp_path) -> AdapterVersion:
+    return registered_adapter(acme.org, tmp_path)
+
+
+@pytest.fixture
+def started():
+    """When the canary started: an hour ago."""
+    return timezone.now() - timedelta(hours=1)
+
+
+def arm(org, served_by: str | None, count: int, *, persisted: int, dissatisfied: int = 0, latency_ms: float = 100.0) -> list[Interaction]:
+    """`count` interactions served by `served_by` (None: the base model), each with its outcome
+    known: the first `persisted` accepted edits persisted and the others were reverted, the first
+    `dissatisfied` were followed by a dissatisfied user. Latencies spread a little around
+    `latency_ms`."""
+    return [served(org, adapter=served_by, latency_ms=latency_ms + i % 5 - 2,
+                   feedback=("edit_accepted", "edit_persisted" if i < persisted else "edit_reverted",
+                             *(("dissatisfied_followup",) if i < dissatisfied else ())))
+            for i in range(count)]
+
+
+def verdict(org, candidate, started, *, incumbent=None, **policy) -> CanaryReport:
+    policy = CanaryPolicy(**{"min_interactions": MINIMUM, **policy})
+    return canary_evaluate(org=org, candidate=candidate, incumbent=incumbent, since=started, policy=policy)
+
+
+def failed(report: CanaryReport) -> set[str]:
+    return {check.name for check in report.checks if not check.passed}
+
+
+def test_it_waits_while_an_arm_is_short_of_its_minimum(acme, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=20)
+    arm(acme.org, None, MINIMUM - 1, persisted=20)
+    report = verdict(acme.org, candidate, started)
+    assert report.decision == WAIT and not report.expired
+    assert (report.candidate.interactions, report.incumbent.interactions) == (MINIMUM, MINIMUM - 1)
+
+
+def test_no_verdict_is_taken_on_fewer_interactions_even_against_a_worse_candidate(acme, candidate, started):
+    arm(acme.org, candidate.name, 30, persisted=0, dissatisfied=30, latency_ms=500)
+    arm(acme.org, None, 30, persisted=30)
+    report = verdict(acme.org, candidate, started)
+    assert failed(report) == CHECKS  # each check already sees it worse
+    assert report.decision == WAIT and not report.expired
+
+
+def test_it_promotes_a_candidate_that_no_check_finds_worse(acme, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=24, dissatisfied=2)
+    arm(acme.org, None, MINIMUM, persisted=20, dissatisfied=4)
+    report = verdict(acme.org, candidate, started)
+    assert report.decision == PROMOTE and not report.expired
+    assert {check.name: check.passed for check in report.checks} == dict.fromkeys(CHECKS, True)
+
+
+def test_a_significant_drop_in_the_edit_persisted_rate_rolls_back(acme, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=8)
+    arm(acme.org, None, MINIMUM, persisted=28)
+    report = verdict(acme.org, candidate, started)
+    assert report.decision == ROLL_BACK and not report.expired
+    assert failed(report) == {"edit_persisted_rate"}
+
+
+def test_a_drop_the_interval_cannot_tell_from_chance_is_no_roll_back(acme, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=18)
+    arm(acme.org, None, MINIMUM, persisted=20)
+    report = verdict(acme.org, candidate, started)
+    assert report.decision == PROMOTE and failed(report) == set()
+
+
+def test_a_rise_in_the_dissatisfied_rate_rolls_back(acme, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=20, dissatisfied=20)
+    arm(acme.org, None, MINIMUM, persisted=20, dissatisfied=2)
+    report = verdict(acme.org, candidate, started)
+    assert report.decision == ROLL_BACK and failed(report) == {"dissatisfied_rate"}
+
+
+def test_a_rise_in_latency_rolls_back(acme, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=20, latency_ms=200)
+    arm(acme.org, None, MINIMUM, persisted=20, latency_ms=100)
+    report = verdict(acme.org, candidate, started)
+    assert report.decision == ROLL_BACK and failed(report) == {"latency"}
+
+
+def test_each_check_tolerates_what_the_policy_allows(acme, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=8, dissatisfied=20, latency_ms=200)
+    arm(acme.org, None, MINIMUM, persisted=28, dissatisfied=2, latency_ms=100)
+    strict = verdict(acme.org, candidate, started)
+    lenient = verdict(acme.org, candidate, started, edit_persisted_rate=0.6, dissatisfied_rate=0.6, latency=1.5)
+    assert strict.decision == ROLL_BACK and failed(strict) == CHECKS
+    assert lenient.decision == PROMOTE and failed(lenient) == set()
+
+
+def test_an_accepted_edit_counts_only_once_it_persisted_or_was_reverted(acme, candidate, started):
+    arm(acme.org, candidate.name, 30, persisted=15)
+    pending = [served(acme.org, adapter=candidate.name, latency_ms=100.0, feedback=("edit_accepted",)) for _ in range(10)]
+    served(acme.org, adapter=candidate.name, latency_ms=100.0, feedback=())  # no outcome at all
+    arm(acme.org, None, MINIMUM, persisted=20)
+    waiting = verdict(acme.org, candidate, started)
+    assert waiting.decision == WAIT and waiting.candidate.interactions == 30
+
+    for i, interaction in enumerate(pending):  # hours later, their outcomes arrive
+        give(acme.org, interaction, "edit_persisted" if i % 2 else "edit_reverted")
+    settled = verdict(acme.org, candidate, started)
+    assert settled.decision == PROMOTE and settled.candidate.interactions == MINIMUM
+
+
+def test_a_canary_short_of_its_minimum_after_max_hours_expires_and_rolls_back(acme, candidate):
+    arm(acme.org, candidate.name, 10, persisted=10)  # better, but too few to show it
+    arm(acme.org, None, 10, persisted=0)
+    now = timezone.now()
+    in_time = verdict(acme.org, candidate, now - timedelta(hours=23), max_hours=24)
+    late = verdict(acme.org, candidate, now - timedelta(hours=24, minutes=1), max_hours=24)
+    assert (in_time.decision, in_time.expired) == (WAIT, False)
+    assert (late.decision, late.expired) == (ROLL_BACK, True)
+
+
+def test_a_canary_with_its_minimum_is_judged_however_long_it_ran(acme, candidate):
+    arm(acme.org, candidate.name, MINIMUM, persisted=20)
+    arm(acme.org, None, MINIMUM, persisted=20)
+    report = verdict(acme.org, candidate, timezone.now() - timedelta(hours=25), max_hours=24)
+    assert (report.decision, report.expired) == (PROMOTE, False)
+
+
+def test_each_arm_is_what_its_version_served_since_the_canary_started(acme, candidate, started, tmp_path):
+    incumbent = registered_adapter(acme.org, tmp_path)
+    arm(acme.org, candidate.name, MINIMUM, persisted=20)
+    arm(acme.org, incumbent.name, MINIMUM, persisted=20)
+    earlier = arm(acme.org, incumbent.name, 10, persisted=0)
+    Interaction.objects.for_org(acme.org).filter(pk__in=[i.pk for i in earlier]).update(created_at=started - timedelta(minutes=1))
+    arm(acme.org, None, 10, persisted=0)  # the base model's, which serves no arm here
+    report = verdict(acme.org, candidate, started, incumbent=incumbent)
+    assert (report.candidate.interactions, report.incumbent.interactions) == (MINIMUM, MINIMUM)
+    assert report.decision == PROMOTE
+
+
+def test_another_organizations_traffic_is_in_neither_arm(acme, globex, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=20)
+    arm(acme.org, None, MINIMUM, persisted=20)
+    arm(globex.org, None, MINIMUM, persisted=0, dissatisfied=MINIMUM, latency_ms=500)
+    report = verdict(acme.org, candidate, started)
+    assert report.incumbent.interactions == MINIMUM
+    assert report.decision == PROMOTE and failed(report) == set()
