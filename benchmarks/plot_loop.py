@@ -25,7 +25,7 @@ METRICS = {
 }
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 WIDTH, HEIGHT = 760, 420
-LEFT, RIGHT, TOP, BOTTOM = 64, 190, 48, 96  # margins around the plot area: the legend sits right
+LEFT, RIGHT, TOP, BOTTOM = 110, 190, 48, 110  # margins around the plot area: the legend sits right
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -51,6 +51,12 @@ class TrainingSchedule(models.Model):
     objects = TenantManager()
 
 
+def one_active_per_org(statuses: list[str], *, name: str) -> models.UniqueConstraint:
+    """At most one of an organization's rows in these statuses: the database refuses a second,
+    so two requests at once cannot both start one."""
+    return models.UniqueConstraint(fields=["org"], condition=models.Q(status__in=statuses), name=name)
+
+
 class TrainingRun(models.Model):
     """One LoRA update of an organization's adapter, from the request to the registered candidate.
 
@@ -100,10 +106,7 @@ class TrainingRun(models.Model):
     objects = TenantManager()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["org"], condition=models.Q(status__in=["queued", "running"]),
-                                    name="one_active_training_run_per_org"),
-        ]
+        constraints = [one_active_per_org(["queued", "running"], name="one_active_training_run_per_org")]
 
 
 class Cycle(models.Model):
@@ -142,7 +145,4 @@ class Cycle(models.Model):
     objects = TenantManager()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["org"], condition=models.Q(status__in=["queued", "running", "gating", "canary"]),
-                                    name="one_active_cycle_per_org"),
-        ]
+        constraints = [one_active_per_org(["queued", "running", "gating", "canary"], name="one_active_cycle_per_org")]

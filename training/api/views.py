@@ -89,11 +89,20 @@ class CycleCreatedSerializer(serializers.Serializer):
 class StartableListView(ListView):
     """The organization's runs or cycles, newest first; POST (admins) starts one now."""
 
-    # A subclass names its selector, serializers and the service that starts one.
+    # A subclass names its selector, its serializers, the service that starts one and, for the
+    # schema, what starting does and why it may be refused.
     pagination_class = pages_ordered_by("-created_at")
     roles = {"POST": Role.ADMIN}
     start: staticmethod  # (org=, trigger=, actor=) -> the run or cycle queued
     started_serializer_class: type[serializers.Serializer]
+    post_description = refused_description = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        extend_schema_view(post=extend_schema(
+            request=TrainingRunCreateSerializer, description=cls.post_description,
+            responses={202: cls.started_serializer_class, **ERRORS, 409: OpenApiResponse(description=cls.refused_description)},
+        ))(cls)
 
     def post(self, request):
         TrainingRunCreateSerializer(data=request.data or {}).is_valid(raise_exception=True)
@@ -101,14 +110,11 @@ class StartableListView(ListView):
         return Response(self.started_serializer_class(started).data, status=status.HTTP_202_ACCEPTED)
 
 
-@extend_schema_view(post=extend_schema(
-    request=TrainingRunCreateSerializer,
-    responses={202: TrainingRunSerializer, **ERRORS, 409: OpenApiResponse(description="Training is off, or a run is already active.")},
-    description="Queue a training run now, whatever the schedule. Its candidate is registered, not served."))
 class TrainingRunListView(StartableListView):
     serializer_class = started_serializer_class = TrainingRunSerializer
-    selector = staticmethod(selectors.training_runs_list)
-    start = staticmethod(runs.run_request)
+    selector, start = staticmethod(selectors.training_runs_list), staticmethod(runs.run_request)
+    post_description = "Queue a training run now, whatever the schedule. Its candidate is registered, not served."
+    refused_description = "Training is off, or a run is already active."
 
 
 class TrainingRunView(APIView):
@@ -134,15 +140,11 @@ class CycleSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
-@extend_schema_view(post=extend_schema(
-    request=TrainingRunCreateSerializer,
-    responses={202: CycleCreatedSerializer, **ERRORS, 409: OpenApiResponse(description="Training is off, or a cycle is already active.")},
-    description="Start a specialization cycle now: train, gate, canary, then promote or roll back."))
 class CycleListView(StartableListView):
-    serializer_class = CycleSerializer
-    started_serializer_class = CycleCreatedSerializer
-    selector = staticmethod(selectors.cycles_list)
-    start = staticmethod(cycles.cycle_request)
+    serializer_class, started_serializer_class = CycleSerializer, CycleCreatedSerializer
+    selector, start = staticmethod(selectors.cycles_list), staticmethod(cycles.cycle_request)
+    post_description = "Start a specialization cycle now: train, gate, canary, then promote or roll back."
+    refused_description = "Training is off, or a cycle is already active."
 
 
 class CycleView(APIView):
