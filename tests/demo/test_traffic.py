@@ -15,7 +15,7 @@ from demo.traffic.driver import USERS, plan_jobs
 from demo.traffic.stats import percentile
 from demo.traffic.transports import Tenant
 from tests.demo.pinned_persona import STRICT
-from tests.demo.traffic_fakes import FakeApi, FakeChat, _pleasing_edit, types
+from tests.demo.traffic_fakes import FakeApi, FakeChat, pleasing_edit, types
 
 
 def drive(orgs: dict[str, tuple[FakeChat, FakeApi]], persona: Persona = STRICT, **options) -> dict[str, OrgTraffic]:
@@ -41,7 +41,7 @@ def test_it_makes_exactly_the_requested_calls_for_each_organization_through_its_
 
 
 def test_every_response_gets_its_users_reactions_and_the_rates_count_them():
-    chat, api = FakeChat(answer=_pleasing_edit), FakeApi()
+    chat, api = FakeChat(answer=pleasing_edit), FakeApi()
     traffic = drive({"acme": (chat, api)}, requests=40)["acme"]
     clear = sum(not parse_prompt(call.prompt).ambiguous for call in chat.calls)
     # STRICT keeps a correct pleasing edit; the same edit is a wrong guess on an ambiguous prompt.
@@ -55,7 +55,7 @@ def test_every_response_gets_its_users_reactions_and_the_rates_count_them():
 
 
 def test_background_task_steps_share_a_task_id_and_get_one_late_outcome_and_no_step_feedback():
-    chat, api = FakeChat(answer=_pleasing_edit), FakeApi()
+    chat, api = FakeChat(answer=pleasing_edit), FakeApi()
     traffic = drive({"acme": (chat, api)}, requests=40, task_share=1.0)["acme"]
     steps = Counter(call.task_id for call in chat.calls if call.task_id)
     assert all(2 <= count <= 4 for count in steps.values())

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from demo.domain import parse_prompt
 from demo.traffic import SimulatedOrg, run_traffic
 from tests.demo.pinned_persona import STRICT
-from tests.demo.traffic_fakes import EVENT_FIELDS, _pleasing_edit
+from tests.demo.traffic_fakes import EVENT_FIELDS, pleasing_edit
 
 
 class StandInPlatform(BaseHTTPRequestHandler):
@@ -47,7 +47,7 @@ class StandInPlatform(BaseHTTPRequestHandler):
         return {
             "id": interaction, "object": "chat.completion", "created": int(time.time()), "model": "acme@v2",
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": _pleasing_edit(prompt)}}],
+                         "message": {"role": "assistant", "content": pleasing_edit(prompt)}}],
             "usage": {"prompt_tokens": 20, "completion_tokens": 30, "total_tokens": 50},
         }
 

@@ -57,7 +57,7 @@ class FakeChat:
 
     def __init__(self, answer=None, model: str = "acme@v1", fail_every: int = 0):
         self.calls: list[ChatCall] = []
-        self.answer = answer or _base_policy
+        self.answer = answer or base_policy
         self.model, self.fail_every = model, fail_every
         self._lock = threading.Lock()
 
@@ -78,12 +78,12 @@ class Clock:
         return self.now
 
 
-def _base_policy(prompt: str) -> str:
+def base_policy(prompt: str) -> str:
     """The base corpus's answer, the same one each time a prompt is asked."""
     return sample_response(random.Random(prompt), parse_prompt(prompt))
 
 
-def _pleasing_edit(prompt: str) -> str:
+def pleasing_edit(prompt: str) -> str:
     """A correct edit pleasing STRICT, to the prompt's file (a guess, so wrong, when ambiguous)."""
     parsed = parse_prompt(prompt)
     return render_edit(parsed.file or "utils.py", render_function(parsed.task, PLEASING))
