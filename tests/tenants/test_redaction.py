@@ -1,7 +1,5 @@
-"""tenants.redaction: secrets and PII are replaced before storage; code is not.
-
-Run without Django: .venv/bin/python -m pytest tests/tenants/test_redaction.py -p no:django -q
-"""
+"""tenants.redaction: secrets and PII are replaced before storage; code is not. The package
+needs no Django; these tests use no database."""
 
 from __future__ import annotations
 
