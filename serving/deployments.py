@@ -49,7 +49,7 @@ def adapter_load_everywhere(adapter: AdapterVersion) -> None:
                 loaded_from = None
             if loaded_from is None:
                 vllm_client.load_adapter(url, name=adapter.name, path=path)
-        except (vllm_client.VllmError, OSError) as error:
+        except vllm_client.VllmError as error:
             failures.append(f"{url}: {error}")
 
     urls = replica_urls()
@@ -206,5 +206,5 @@ def _unload_everywhere(unwanted: Callable[[str], bool], *, whose: str) -> None:
         try:
             for name in filter(unwanted, vllm_client.served_models(url)):
                 vllm_client.unload_adapter(url, name=name)
-        except (vllm_client.VllmError, OSError) as error:
+        except vllm_client.VllmError as error:
             log.warning("unloading %s from %s failed: %s", whose, url, error)

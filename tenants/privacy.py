@@ -8,7 +8,7 @@ from django.db import transaction
 from tenants.audit import audit_record
 from tenants.errors import Conflict
 from tenants.models import Organization, PrivacyPolicy
-from tenants.ranges import PolicyError, check, known_changes, policy_values, settings_of
+from tenants.ranges import PolicyError, check, known_changes, policy_changed, policy_values, settings_of
 from tenants.retention import content_purge_all
 
 
@@ -58,7 +58,7 @@ def policy_update(*, org: Organization, changes: dict, actor: str) -> PrivacyPol
     with transaction.atomic():
         policy = PrivacyPolicy.objects.for_org(org).select_for_update().get()
         before = {name: getattr(policy, name) for name in settings_of(PrivacySettings)}
-        after = policy_values(policy_validate(before | known_changes(PrivacySettings, changes)))
+        after = policy_values(policy_changed(PrivacySettings(**before), changes))
         for field, value in after.items():
             setattr(policy, field, value)
         if after == before:

@@ -79,7 +79,6 @@ def env_json_object(name: str, default: dict) -> dict:
     return parsed
 
 
-
 def env_policy(policy_class: type, **variables: str) -> dict:
     """Every setting of a per-organization policy (tenants.ranges) as this deployment's default:
     the policy's own, or the value of the environment variable named for it, held to the
