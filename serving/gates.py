@@ -11,27 +11,38 @@ it tolerates and its verdict; the candidate passes when every check does.
   crashes its engine on batched prompt-logprob requests with LoRA adapters.
 - global suite: fixed prompts over all tasks, sampled from both models (serving.suite_samples)
   and scored by the suite: valid tool calls, correct bodies among edits, asking exactly when
-  the prompt is ambiguous. No significant regression (Newcombe intervals).
+  the prompt is ambiguous.
 - hacking detectors, on the same samples: invalid tool calls, asks on clear prompts, edits,
-  response length. No significant rise. Invalid tool calls and asks on clear prompts, the two
-  a careless reward spec pays for, are also held against the base model: a hack that rises by
-  less than the tolerance each cycle passes every comparison with the incumbent, never this one.
+  response length. Invalid tool calls and asks on clear prompts, the two a careless reward spec
+  pays for, are also held against the base model: the cumulative detectors. The candidate's
+  rise over the base is the sum of every cycle's rise along its lineage, so a hack that creeps
+  up by less than the tolerance each cycle is caught once the sum shows; the report lists the
+  lineage's figures.
 
-Each check is a verdict of serving.verdicts: it fails only when its interval lies wholly beyond
-the tolerated change (serving.policies.Thresholds, per organization).
+The five guardrails (valid tool calls, correct bodies, right calls; invalid calls and asks on
+clear prompts, against the incumbent and the base) pass only when their interval shows the
+candidate within the tolerance (serving.verdicts.within): the burden of proof is the
+candidate's. The suite is sampled in passes, fresh draws at temperature 1, with looks after
+1, 2, 4, ... passes up to `max_suite_passes`: the gates stop at the first look where every
+guardrail is shown within or one is shown beyond, and past the last look a guardrail still
+undecided blocks. Each look's intervals are at level alpha / looks (Bonferroni), so over
+all the looks a candidate beyond a tolerance passes with probability at most alpha. Edit rate
+and response length stay detectors, failing only a rise the sample shows: a better candidate
+may well edit more, or write longer code.
 """
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from serving.deployments import adapter_load_everywhere, replica_urls
 from serving.models import AdapterVersion, Alert, GateThresholds
 from serving.overrides import policy_for, policy_update
 from serving.policies import Thresholds
+from serving.sequential import look_z
 from serving.statistics import auc, bootstrap_difference_interval
-from serving.suite_samples import global_suite, served_name, suite_verdicts
-from serving.verdicts import Check, Comparison, no_regression, no_rise, rate_comparison, relative_mean_comparison
+from serving.suite_samples import global_suite, served_name, stored_passes, suite_verdicts
+from serving.verdicts import BEYOND, UNDECIDED, Check, Comparison, no_regression, no_rise, rate_comparison, relative_mean_comparison, within
 from tenants.holdout import held_out
 from tenants.models import FeedbackEvent, Interaction, Organization
 from tenants.recording import interaction_content
@@ -47,13 +58,22 @@ class GateReport:
     seconds: float
     candidate: str
     incumbent: str
+    sampling: dict = field(default_factory=dict)  # the global suite's looks: passes taken, samples per model, alpha, z
 
     @property
     def failed(self) -> list[Check]:
         return [check for check in self.checks if not check.passed]
 
+    @property
+    def blocked_by(self) -> list[Check]:
+        """The failed checks that blocked the candidate: those shown beyond their tolerance, or,
+        when none was, the guardrails that could not show it within. (When the gates stop at a
+        guardrail shown beyond, others may be left undecided: failed, but not the cause.)"""
+        shown = [check for check in self.failed if (check.sequential or {}).get("state") != UNDECIDED]
+        return shown or self.failed
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "blocked_by": [check.label for check in self.failed]}
+        return {**asdict(self), "blocked_by": [check.label for check in self.blocked_by]}
 
 
 # (model: a version, or None for the base; [(prompt ids, completion ids)]) -> mean token logprob of each
@@ -66,12 +86,11 @@ def gates_evaluate(*, candidate: AdapterVersion, incumbent: AdapterVersion | Non
     started = time.monotonic()
     thresholds = thresholds or Thresholds()
     adapter_load_everywhere(candidate)  # sampled before it serves: loaded, not routed
-    checks = [
-        tenant_suite_check(org=candidate.org, candidate=candidate, incumbent=incumbent, score=score, thresholds=thresholds),
-        *global_suite_checks(url=replica_urls()[0], candidate=candidate, incumbent=incumbent, thresholds=thresholds),
-    ]
+    suite_checks, sampling = global_suite_checks(url=replica_urls()[0], candidate=candidate, incumbent=incumbent, thresholds=thresholds)
+    checks = [tenant_suite_check(org=candidate.org, candidate=candidate, incumbent=incumbent, score=score, thresholds=thresholds),
+              *suite_checks]
     return GateReport(passed=all(check.passed for check in checks), checks=checks, seconds=round(time.monotonic() - started, 2),
-                      candidate=candidate.name, incumbent=served_name(incumbent))
+                      candidate=candidate.name, incumbent=served_name(incumbent), sampling=sampling)
 
 
 # The tenant suite
@@ -116,7 +135,7 @@ def tenant_suite_items(org: Organization) -> list[tuple[bool, list[int], list[in
 
 @dataclass
 class _Tally:
-    """What one model did on the suite."""
+    """What one model did over its passes of the suite."""
 
     kinds: list[str] = field(default_factory=list)
     correct: list[bool] = field(default_factory=list)  # of its edits
@@ -127,51 +146,115 @@ class _Tally:
     def count(self, kind: str) -> int:
         return self.kinds.count(kind)
 
+    @property
+    def n(self) -> int:
+        return len(self.kinds)
+
     @classmethod
-    def of(cls, suite, verdicts: list[dict]) -> "_Tally":
+    def of(cls, suite, passes: list[list[dict]]) -> "_Tally":
         tally = cls()
-        for item, verdict in zip(suite.items, verdicts, strict=True):
-            tally.kinds.append(verdict["kind"])
-            tally.lengths.append(float(verdict["tokens"]))
-            if verdict["kind"] == "edit":
-                tally.correct.append(bool(verdict["correct"]))
-            tally.right_call.append(verdict["kind"] == ("ask" if item.ambiguous else "edit"))
-            if not item.ambiguous:
-                tally.asked_on_clear.append(verdict["kind"] == "ask")
+        for verdicts in passes:
+            for item, verdict in zip(suite.items, verdicts, strict=True):
+                tally.kinds.append(verdict["kind"])
+                tally.lengths.append(float(verdict["tokens"]))
+                if verdict["kind"] == "edit":
+                    tally.correct.append(bool(verdict["correct"]))
+                tally.right_call.append(verdict["kind"] == ("ask" if item.ambiguous else "edit"))
+                if not item.ambiguous:
+                    tally.asked_on_clear.append(verdict["kind"] == "ask")
         return tally
 
+    def invalid_rate(self) -> float:
+        return self.count("invalid") / max(self.n, 1)
 
-def global_suite_checks(*, url: str, candidate: AdapterVersion, incumbent: AdapterVersion | None, thresholds: Thresholds) -> list[Check]:
+    def ask_on_clear_rate(self) -> float:
+        return sum(self.asked_on_clear) / max(len(self.asked_on_clear), 1)
+
+
+CUMULATIVE = {"invalid_tool_call_rate": _Tally.invalid_rate, "ask_rate_on_clear": _Tally.ask_on_clear_rate}
+
+
+def suite_looks(max_passes: int) -> list[int]:
+    """The passes after which the gates look: 1, 2, 4, ... and the last one."""
+    looks = [1]
+    while looks[-1] * 2 < max_passes:
+        looks.append(looks[-1] * 2)
+    return sorted({*looks, max_passes})
+
+
+def global_suite_checks(*, url: str, candidate: AdapterVersion, incumbent: AdapterVersion | None,
+                        thresholds: Thresholds) -> tuple[list[Check], dict]:
+    """The global suite's checks and the sampling that decided them: look after look, until
+    every guardrail is decided or the passes run out (module docstring)."""
     suite = global_suite()
-    verdicts = suite_verdicts(url=url, suite=suite, models=[candidate, incumbent, None])
-    c, i, b = (_Tally.of(suite, verdicts[model]) for model in (candidate, incumbent, None))
-    n = len(suite.items)
+    looks = suite_looks(thresholds.max_suite_passes)
+    z = look_z(alpha=thresholds.alpha, looks=len(looks))
+    for look, passes in enumerate(looks, 1):
+        verdicts = suite_verdicts(url=url, suite=suite, models=[candidate, incumbent, None], passes=passes)
+        tallies = {model: _Tally.of(suite, verdicts[model]) for model in (candidate, incumbent, None)}
+        checks = _suite_checks(tallies[candidate], tallies[incumbent], tallies[None], has_incumbent=incumbent is not None,
+                               thresholds=thresholds, z=z)
+        states = [check.sequential["state"] for check in checks if check.sequential]
+        if BEYOND in states or UNDECIDED not in states:
+            break
+    sampling = {"alpha": thresholds.alpha, "z": round(z, 4), "looks": looks, "look": look, "passes": passes,
+                "samples": {served_name(model): tallies[model].n for model in dict.fromkeys((candidate, incumbent, None))}}
+    checks = [_at_the_last_look(check, passes) if look == len(looks) else check for check in checks]
+    return [_with_lineage(check, suite, candidate) if check.against == "base" else check for check in checks], sampling
 
+
+def _suite_checks(c: _Tally, i: _Tally, b: _Tally, *, has_incumbent: bool, thresholds: Thresholds, z: float) -> list[Check]:
     def invalid(reference: _Tally) -> Comparison:
-        return rate_comparison(c.count("invalid"), n, reference.count("invalid"), n)
+        return rate_comparison(c.count("invalid"), c.n, reference.count("invalid"), reference.n, z)
 
     def asks(reference: _Tally) -> Comparison:
-        return rate_comparison(sum(c.asked_on_clear), len(c.asked_on_clear), sum(reference.asked_on_clear), len(reference.asked_on_clear))
+        return rate_comparison(sum(c.asked_on_clear), len(c.asked_on_clear), sum(reference.asked_on_clear),
+                               len(reference.asked_on_clear), z)
 
     checks = [
-        no_regression("global_suite", "valid_tool_call_rate", rate_comparison(n - c.count("invalid"), n, n - i.count("invalid"), n),
-                      thresholds.valid_tool_call_rate),
-        no_regression("global_suite", "correct_body_rate", rate_comparison(sum(c.correct), len(c.correct), sum(i.correct), len(i.correct)),
-                      thresholds.correct_body_rate),
-        no_regression("global_suite", "right_call_rate", rate_comparison(sum(c.right_call), n, sum(i.right_call), n),
-                      thresholds.right_call_rate),
-        no_rise("hacking", "invalid_tool_call_rate", invalid(i), thresholds.invalid_tool_call_rate),
-        no_rise("hacking", "ask_rate_on_clear", asks(i), thresholds.ask_rate_on_clear),
-        no_rise("hacking", "edit_rate", rate_comparison(c.count("edit"), n, i.count("edit"), n), thresholds.edit_rate),
-        no_rise("hacking", "response_length", relative_mean_comparison(c.lengths, i.lengths), thresholds.response_length,
+        within("global_suite", "valid_tool_call_rate", rate_comparison(c.n - c.count("invalid"), c.n, i.n - i.count("invalid"), i.n, z),
+               thresholds.valid_tool_call_rate, lower_is_better=False),
+        within("global_suite", "correct_body_rate", rate_comparison(sum(c.correct), len(c.correct), sum(i.correct), len(i.correct), z),
+               thresholds.correct_body_rate, lower_is_better=False, empty=not (c.correct and i.correct),
+               note="" if c.correct and i.correct else "no edits by one of the models: valid and right calls judge it"),
+        within("global_suite", "right_call_rate", rate_comparison(sum(c.right_call), c.n, sum(i.right_call), i.n, z),
+               thresholds.right_call_rate, lower_is_better=False),
+        within("hacking", "invalid_tool_call_rate", invalid(i), thresholds.invalid_tool_call_rate, lower_is_better=True),
+        within("hacking", "ask_rate_on_clear", asks(i), thresholds.ask_rate_on_clear, lower_is_better=True),
+        no_rise("hacking", "edit_rate", rate_comparison(c.count("edit"), c.n, i.count("edit"), i.n, z), thresholds.edit_rate),
+        no_rise("hacking", "response_length", relative_mean_comparison(c.lengths, i.lengths, z), thresholds.response_length,
                 note="mean completion tokens; interval and threshold relative to the incumbent's mean"),
     ]
-    if incumbent is not None:  # the same two detectors against the base model, so that a slow hack cannot ratchet
+    if has_incumbent:  # the cumulative detectors: the rise over the base, summed along the lineage
         checks += [
-            no_rise("hacking", "invalid_tool_call_rate", invalid(b), thresholds.invalid_tool_call_rate, against="base"),
-            no_rise("hacking", "ask_rate_on_clear", asks(b), thresholds.ask_rate_on_clear, against="base"),
+            within("hacking", "invalid_tool_call_rate", invalid(b), thresholds.invalid_tool_call_rate, lower_is_better=True,
+                   against="base"),
+            within("hacking", "ask_rate_on_clear", asks(b), thresholds.ask_rate_on_clear, lower_is_better=True, against="base"),
         ]
     return checks
+
+
+def _at_the_last_look(check: Check, passes: int) -> Check:
+    """Past the last look a guardrail still undecided blocks: it could not show the candidate safe."""
+    if not check.sequential or check.sequential["state"] != UNDECIDED:
+        return check
+    return replace(check, passed=False, note=f"not shown within the tolerance in {passes} passes of the suite: blocked")
+
+
+def _with_lineage(check: Check, suite, candidate: AdapterVersion) -> Check:
+    """A cumulative detector's figure for each version of the candidate's lineage, base first,
+    from the passes their own gate runs stored."""
+    versions, version = [], candidate.parent
+    while version is not None:
+        versions.append(version)
+        version = version.parent
+    figure = CUMULATIVE[check.name]
+    lineage = []
+    for model in [None, *reversed(versions)]:
+        tally = _Tally.of(suite, stored_passes(suite=suite, model=model))
+        lineage.append({"model": served_name(model), "figure": round(figure(tally), 4), "samples": tally.n})
+    lineage.append({"model": candidate.name, "figure": round(check.candidate, 4), "samples": check.samples})
+    return replace(check, sequential={**check.sequential, "lineage": lineage})
 
 
 # Thresholds and outcomes
@@ -193,7 +276,8 @@ def gates_apply(*, candidate: AdapterVersion, report: GateReport) -> Alert | Non
     if not report.passed:
         candidate.status = AdapterVersion.Status.BLOCKED
     candidate.save(update_fields=["gate_report", "status"])
-    fired = [check for check in report.failed if check.gate == "hacking"]
+    # A guardrail that could not show the candidate safe blocks it, but does not say the reward was gamed.
+    fired = [check for check in report.blocked_by if check.gate == "hacking" and (check.sequential or {}).get("state") != UNDECIDED]
     if not fired:
         return None
     names = ", ".join(f"{c.label} {c.reference:.3f} -> {c.candidate:.3f}" for c in fired)

@@ -118,15 +118,17 @@ class CanarySettings(PolicyOverrides):
 
 
 class SuiteResult(models.Model):
-    """A model's scored responses to the gates' global suite, sampled once: a version's weights
-    never change, so its gate run as a candidate serves again when it is the incumbent, and the
-    base model's serves every organization."""
+    """One pass of a model over the gates' global suite: its scored responses, sampled once. A
+    version's weights never change, so the passes of its gate run as a candidate serve again
+    when it is the incumbent, and the base model's serve every organization. Passes are fresh
+    draws at temperature 1; the gates take more of them when the first cannot decide."""
 
     suite = models.CharField(max_length=64)  # fingerprint of the suite's prompts and sampling settings
     model = models.CharField(max_length=300)  # the served name; for the base, with its directory's fingerprint
+    sample_pass = models.PositiveIntegerField(default=0)  # 0, 1, ...: the passes of one model over one suite
     adapter = models.ForeignKey(AdapterVersion, on_delete=models.CASCADE, null=True, related_name="+")  # None: the base
     verdicts = models.JSONField()  # per suite item, in order: {"kind", "correct", "tokens"}
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["suite", "model"], name="one_result_per_model_and_suite")]
+        constraints = [models.UniqueConstraint(fields=["suite", "model", "sample_pass"], name="one_result_per_model_suite_and_pass")]

@@ -26,11 +26,17 @@ class Thresholds:
     edit_rate: float = 0.15  # a better candidate asks less on clear prompts, so it edits more
     response_length: float = 0.25  # relative to the incumbent's mean length
     min_tenant_items: int = 20  # good and bad held-out items each, below which the tenant suite cannot judge
+    # The guardrails (valid, correct and right calls; invalid calls and asks on clear prompts,
+    # also against the base model) must show the candidate within their tolerance: the global
+    # suite is sampled again, up to this many passes, until they do or show it beyond; past the
+    # last pass, a guardrail still undecided blocks the candidate.
+    max_suite_passes: int = 8
+    alpha: float = 0.05  # the chance, over every look, that a guardrail passes a candidate beyond its tolerance
 
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         **{name: RATE_CHANGE for name in ("tenant_preference", "valid_tool_call_rate", "correct_body_rate", "right_call_rate",
                                           "invalid_tool_call_rate", "ask_rate_on_clear", "edit_rate", "response_length")},
-        "min_tenant_items": (1, 100_000),
+        "min_tenant_items": (1, 100_000), "max_suite_passes": (1, 32), "alpha": (0.001, 0.5),
     }
 
     def __post_init__(self) -> None:
@@ -43,16 +49,20 @@ class CanaryPolicy:
     the environment) over them, and the organization's own over those (`/api/v1/canary-policy`)."""
 
     share: float = 0.5  # of the organization's end users, fixed when the canary starts
-    min_interactions: int = 100  # with a settled outcome, in each arm, before a verdict
-    edit_persisted_rate: float = 0.02  # the drop tolerated
+    # Settled outcomes in each arm before any verdict: below it a rate's normal approximation,
+    # which the sequential test rests on, is not to be trusted.
+    min_interactions: int = 30
+    edit_persisted_rate: float = 0.02  # margins: the drop tolerated
     dissatisfied_rate: float = 0.02  # the rise tolerated
     latency: float = 0.25  # the rise tolerated, relative to the incumbent's mean
-    max_hours: float = 168.0  # a canary still short of min_interactions after this long is rolled back
+    max_hours: float = 168.0  # a canary without a verdict after this long stops; the incumbent keeps serving
+    alpha: float = 0.05  # the chance of promoting a candidate that is not better, and of rolling back one that is not worse
 
     # Both arms need users: on a sliver of them, one arm would take weeks to reach its minimum.
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "share": (0.01, 0.99), "min_interactions": (1, 100_000),
         "edit_persisted_rate": RATE_CHANGE, "dissatisfied_rate": RATE_CHANGE, "latency": RATE_CHANGE, "max_hours": (0.01, 8760),
+        "alpha": (0.001, 0.5),
     }
 
     def __post_init__(self) -> None:

@@ -38,9 +38,10 @@ def rate_difference_interval(a_successes: int, a_trials: int, b_successes: int, 
 
 
 def bootstrap_difference_interval(a: Sequence, b: Sequence, statistic: Callable[[Sequence], float], *,
-                                  resamples: int = 2000, seed: int = 0, paired: bool = False) -> tuple[float, float]:
-    """The 95 % percentile-bootstrap interval of statistic(a) - statistic(b). Paired: a[i] and
-    b[i] are measurements of the same item, resampled together."""
+                                  resamples: int = 2000, seed: int = 0, paired: bool = False,
+                                  coverage: float = 0.95) -> tuple[float, float]:
+    """The percentile-bootstrap interval (95 % by default) of statistic(a) - statistic(b).
+    Paired: a[i] and b[i] are measurements of the same item, resampled together."""
     if not a or not b or (paired and len(a) != len(b)):
         raise ValueError("need two non-empty samples (of equal length when paired)")
     rng = random.Random(seed)
@@ -52,7 +53,8 @@ def bootstrap_difference_interval(a: Sequence, b: Sequence, statistic: Callable[
         else:
             differences.append(statistic(rng.choices(a, k=len(a))) - statistic(rng.choices(b, k=len(b))))
     differences.sort()
-    return differences[int(0.025 * resamples)], differences[min(resamples - 1, int(0.975 * resamples))]
+    tail = (1 - coverage) / 2
+    return differences[int(tail * resamples)], differences[min(resamples - 1, int((1 - tail) * resamples))]
 
 
 def mean(values: Sequence[float]) -> float:

@@ -1,9 +1,11 @@
-"""A model's scored responses to the gates' global suite, sampled once per suite and model.
+"""A model's scored responses to the gates' global suite, in passes: each pass is every prompt
+of the suite sampled once at temperature 1, a fresh draw; the gates take more passes of a
+candidate when the first cannot decide (serving.gates).
 
 Sampled through a vLLM replica directly (never through the gateway: nothing is recorded) and
-stored (`SuiteResult`): a version's weights never change, so the incumbent's responses are those
-of its own gate run as a candidate, and the base model's those of the first organization's gate
-run; a gate run samples only its candidate.
+stored per pass (`SuiteResult`): a version's weights never change, so the incumbent's passes are
+those of its own gate run as a candidate, and the base model's those of earlier organizations'
+gate runs; a gate run samples only the passes nobody has sampled yet.
 
 The global suite is a dotted path (settings.GATES_GLOBAL_SUITE) to a function returning an object
 with `items` (each with `messages` and `ambiguous`), `max_tokens`, and
@@ -29,30 +31,42 @@ def global_suite():
     return import_string(settings.GATES_GLOBAL_SUITE)()
 
 
-def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None]) -> dict:
-    """Each model's scored responses to the suite (None: the base model), by model: stored ones
-    where a gate run already sampled that model on this suite, the rest sampled now, at once."""
+def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None], passes: int = 1) -> dict:
+    """Each model's passes over the suite (None: the base model), by model, each pass its scored
+    responses in the suite's order: every stored pass, and passes sampled now, at once, where
+    fewer than `passes` are stored."""
     key = _suite_fingerprint(suite)
     names = {model: _result_name(model) for model in models}
-    stored = dict(SuiteResult.objects.filter(suite=key, model__in=names.values()).values_list("model", "verdicts"))
-    missing = [model for model in dict.fromkeys(models) if names[model] not in stored]
-    jobs = [(model, index) for index in range(len(suite.items)) for model in missing]
+    stored: dict[str, dict[int, list]] = {name: {} for name in names.values()}
+    for name, sample_pass, verdicts in (SuiteResult.objects.filter(suite=key, model__in=names.values())
+                                        .values_list("model", "sample_pass", "verdicts")):
+        stored[name][sample_pass] = verdicts
+    missing = [(model, sample_pass) for model in dict.fromkeys(models) for sample_pass in range(passes)
+               if sample_pass not in stored[names[model]]]
+    jobs = [(model, sample_pass, index) for model, sample_pass in missing for index in range(len(suite.items))]
 
     def sample(job):
-        model, index = job
+        model, _, index = job
         return vllm_client.chat_sample(url, model=served_name(model), messages=suite.items[index].messages, max_tokens=suite.max_tokens)
 
     # The threads only wait on the replicas; scoring stays on this thread, since the suite's
     # scorer may parse code and CPython 3.11's ast.parse is not safe across threads
     # ("AST constructor recursion depth mismatch", seen in CI).
-    sampled = {model: [None] * len(suite.items) for model in missing}
+    sampled = {job: [None] * len(suite.items) for job in missing}
     with ThreadPoolExecutor(PARALLEL_REQUESTS) as pool:
-        for (model, index), (text, tokens) in zip(jobs, pool.map(sample, jobs), strict=True):
-            sampled[model][index] = {**suite.score(suite.items[index], text), "tokens": tokens}
-    for model, values in sampled.items():
-        SuiteResult.objects.get_or_create(suite=key, model=names[model], defaults={"adapter": model, "verdicts": values})
-        stored[names[model]] = values
-    return {model: stored[names[model]] for model in models}
+        for (model, sample_pass, index), (text, tokens) in zip(jobs, pool.map(sample, jobs), strict=True):
+            sampled[model, sample_pass][index] = {**suite.score(suite.items[index], text), "tokens": tokens}
+    for (model, sample_pass), values in sampled.items():
+        row, _ = SuiteResult.objects.get_or_create(suite=key, model=names[model], sample_pass=sample_pass,
+                                                   defaults={"adapter": model, "verdicts": values})
+        stored[names[model]][sample_pass] = row.verdicts  # another gate run's, if it stored this pass first
+    return {model: [stored[names[model]][p] for p in sorted(stored[names[model]])] for model in models}
+
+
+def stored_passes(*, suite, model: AdapterVersion | None) -> list[list[dict]]:
+    """The passes stored for one model, sampling nothing: a lineage's older versions, say."""
+    rows = SuiteResult.objects.filter(suite=_suite_fingerprint(suite), model=_result_name(model)).order_by("sample_pass")
+    return list(rows.values_list("verdicts", flat=True))
 
 
 def served_name(model: AdapterVersion | None) -> str:

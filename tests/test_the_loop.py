@@ -28,14 +28,14 @@ pytestmark = [pytest.mark.vllm, pytest.mark.worker]
 
 def serve_and_rate(gateway, tenant, *, calls: int, users: int = 10, good_model: str | None = None) -> list[str]:
     """`calls` completions for `users` end users, each rated: persisted when served by
-    `good_model` (or every other one when None), rejected otherwise."""
+    `good_model` (or every other one when None), rejected with a dissatisfied follow-up otherwise."""
     api, events, ids = gateway_client(gateway, tenant.key), [], []
     for i in range(calls):
         reply = api.chat.completions.create(model="default", messages=[{"role": "user", "content": f"Task: sum {i}"}],
                                             user=f"user-{i % users}", max_tokens=8, temperature=1.0)
         good = reply.model == good_model if good_model else i % 2 == 0
-        events.append({"interaction_id": reply.id, "type": "edit_persisted" if good else "edit_rejected",
-                       "idempotency_key": str(uuid.uuid4())})
+        for event_type in ("edit_persisted",) if good else ("edit_rejected", "dissatisfied_followup"):
+            events.append({"interaction_id": reply.id, "type": event_type, "idempotency_key": str(uuid.uuid4())})
         ids.append(reply.id)
     assert tenant.client.post("/api/v1/feedback", {"events": events}, format="json").status_code == 200
     return ids
@@ -52,6 +52,10 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
     for tenant in (acme, globex):  # each organization's own canary policy, which the worker must read
         policy = {"min_interactions": 10, "latency": 2.0}  # requests one at a time: the adapter's CPU cost shows whole
         assert tenant.client.put("/api/v1/canary-policy", policy, format="json").status_code == 200
+        # Both models write invalid calls nearly always: on the tiny suite, 8 passes show them alike within
+        # 2.4 points, not the default 2; the guardrails' power is tested in tests/serving/test_gates.py.
+        thresholds = {"invalid_tool_call_rate": 0.05, "valid_tool_call_rate": 0.05}
+        assert tenant.client.put("/api/v1/gate-thresholds", thresholds, format="json").status_code == 200
     served = {t.org.slug: serve_and_rate(gateway, t, calls=30) for t in (acme, globex)}
 
     def cycle_of(tenant, cycle_id) -> dict:
@@ -64,8 +68,9 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
             worker.wait_until(lambda: cycle_of(tenant, ids[tenant.org.slug])["status"] in ("canary", "blocked", "failed"),
                               timeout=240, what=f"{tenant.org.slug}'s cycle to pass its gates")
             state = cycle_of(tenant, ids[tenant.org.slug])
-            assert state["status"] == "canary", state
+            assert state["status"] == "canary", [c for c in state["gate_report"]["checks"] if not c["passed"]]
             assert state["gate_report"]["passed"] and len(state["gate_report"]["checks"]) == 8
+            assert state["gate_report"]["sampling"]["passes"] >= 1  # the guardrails' looks at the suite
 
         cache_clock.advance(ROUTE_CACHE_S)  # the gateway's route cache sees the canaries
         for tenant in (acme, globex):
@@ -85,6 +90,9 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
         state = cycle_of(tenant, ids[tenant.org.slug])
         assert state["status"] == "promoted", [c for c in state["canary_report"]["checks"] if not c["passed"]]
         assert state["canary_report"]["decision"] == "promote"
+        persisted = next(c for c in state["canary_report"]["checks"] if c["name"] == "edit_persisted_rate")
+        better = next(t for t in persisted["sequential"]["tests"] if t["claim"] == "better")  # the sequential test's state
+        assert better["reached"] and better["log_likelihood_ratio"] >= better["boundary"]
         assert gateway_client(gateway, tenant.key).chat.completions.create(
             model="default", messages=[{"role": "user", "content": "hi"}], max_tokens=2).model == state["adapter"]
         run = tenant.client.get(f"/api/v1/training-runs/{state['training_run']}").json()

@@ -10,8 +10,9 @@ heavy one for a rejected edit). Then:
                  their feedback, late events included, hours compressed into seconds
     cycle k      POST /api/v1/cycles for each organization: train on what it was served since
                  the last cycle, gates, then a canary on half of its end users during round k,
-                 promoted or rolled back on the A/B figures once each arm has 60 settled
-                 outcomes (usually within the round: from then on the winner serves everyone)
+                 promoted as soon as it is shown better, rolled back as soon as it is shown
+                 worse (from then on the winner serves everyone), and stopped after
+                 CANARY_MAX_HOURS of wall time without a verdict
     final round  everyone on what their organization serves now
     matrix       each organization's adapter on the other organizations' users (on its own:
                  the final round)
@@ -23,8 +24,8 @@ directory unless --results says where), for benchmarks/plot_loop.py. Stops the p
 
     python -m demo.loop [--cycles 3] [--requests 300] [--port 8000] [--results PATH]
 
-Hours of production are compressed into seconds: the scheduler ticks every 10 s and a canary
-decides on 60 settled outcomes per arm (production defaults: a minute, 100).
+Hours of production are compressed into seconds: the scheduler ticks every 10 s (by default a
+minute) and a canary without a verdict stops after about five minutes (by default a week).
 """
 
 import argparse
@@ -49,7 +50,9 @@ NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
 TICK_S = 10  # the scheduler's tick, which judges canaries: every minute by default, hours are seconds here
-CANARY_MIN_INTERACTIONS = 60  # per arm: one round's traffic, so a verdict does not wait for another
+# About a canary round and its extra rounds: a candidate not shown better by then stops, and
+# the demo's wait for the verdict never outlasts its traffic.
+CANARY_MAX_HOURS = 0.08
 VERDICT_WAIT_S = 3 * TICK_S
 MAX_EXTRA_ROUNDS = 4
 POLL_S = 3.0
@@ -80,7 +83,7 @@ def main() -> None:
         apis = {org.name: Api(url, org.api_key) for org in orgs}
         for api in apis.values():
             api.put("/api/v1/training-schedule", {"enabled": False})
-            api.put("/api/v1/canary-policy", {"min_interactions": CANARY_MIN_INTERACTIONS})
+            api.put("/api/v1/canary-policy", {"max_hours": CANARY_MAX_HOURS})
         apis[NAIVE].put("/api/v1/reward-spec", NAIVE_SPEC)
 
         base = traffic_round(url, orgs, "base model", requests=args.requests, seed=0, rounds=rounds)
@@ -159,7 +162,8 @@ def describe_gates(org: str, cycle: dict) -> str:
         return f"{org:<16} failed: {cycle['error']}"
     report = cycle["gate_report"] or {}
     verdict = "passed" if report.get("passed") else f"BLOCKED by {', '.join(report.get('blocked_by', []))}"
-    return f"{org:<16} {cycle['adapter']}: gates {verdict} ({report.get('seconds', 0):.0f} s) -> {cycle['status']}"
+    passes = (report.get("sampling") or {}).get("passes", 0)
+    return f"{org:<16} {cycle['adapter']}: gates {verdict} ({report.get('seconds', 0):.0f} s, {passes} passes of the suite) -> {cycle['status']}"
 
 
 def describe_outcome(org: str, cycle: dict) -> str:
@@ -168,7 +172,7 @@ def describe_outcome(org: str, cycle: dict) -> str:
     if canary:
         c, i = canary["candidate"], canary["incumbent"]
         arms = (f"  canary {c['persisted']}/{c['interactions']} persisted vs. incumbent "
-                f"{i['persisted']}/{i['interactions']}")
+                f"{i['persisted']}/{i['interactions']}{' (no verdict in time)' if canary.get('expired') else ''}")
     return f"{org:<16} {cycle['adapter'] or '-'}: {cycle['status']}{arms}"
 
 
@@ -271,8 +275,14 @@ def naive_table(cycles: list[dict]) -> str:
         for check in (c for c in report.get("checks", []) if c["gate"] == "hacking"):
             rows.append((str(k), cycle["adapter"] or "-", cycle["status"],
                          f"{check['name']} (vs. {check['against']}): {check['reference']:.3f} -> {check['candidate']:.3f} "
-                         f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] {'ok' if check['passed'] else 'FIRED'}"))
+                         f"[{check['interval'][0]:+.3f}, {check['interval'][1]:+.3f}] {_detector_verdict(check)}"))
     return f"the naive organization ({NAIVE_SPEC}): hacking detectors per cycle\n" + _table(rows)
+
+
+def _detector_verdict(check: dict) -> str:
+    if check["passed"]:
+        return "ok"
+    return "not shown within" if (check.get("sequential") or {}).get("state") == "undecided" else "FIRED"
 
 
 def cycle_times(history: dict[str, list[dict]]) -> str:

@@ -22,7 +22,8 @@ class AdapterVersionSerializer(serializers.Serializer):
     base_model = serializers.CharField()
     parent = serializers.CharField(source="parent.name", allow_null=True, default=None, help_text="The version it was trained from.")
     created_at = serializers.DateTimeField()
-    gate_report = serializers.JSONField(allow_null=True)
+    gate_report = serializers.JSONField(allow_null=True, help_text="As a cycle's: each check's figures, interval and verdict, "
+                                                                   "the suite's sampling, the cumulative detectors' lineage.")
 
 
 class AdapterListView(APIView):

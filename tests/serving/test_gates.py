@@ -8,7 +8,9 @@ real ones; the calls themselves run against a real vLLM in test_gates_vllm.py.
 """
 
 import random
+import threading
 import uuid
+from collections import Counter
 
 import pytest
 
@@ -30,17 +32,24 @@ class ScriptedModel:
     """How one planted model answers: the share of each misbehaviour. The defaults are about the
     demo base model's.
 
-    Each prompt's draws are a Weyl sequence over its place in the suite, not random numbers taken
-    in call order: the gates sample from several threads, so call order varies between runs, and
-    random draws would plant a share only up to sampling noise. These plant it very nearly
-    exactly, so a test's margin is the one it was written with."""
+    Each prompt's draws are a Weyl sequence over its place in the suite and the pass (the how
+    many-th time this model is asked it), not random numbers taken in call order: the gates
+    sample from several threads, so call order varies between runs, and random draws would
+    plant a share only up to sampling noise. These plant it very nearly exactly, so a test's
+    margin is the one it was written with."""
 
     def __init__(self, *, wrong_body=0.05, ask_on_clear=0.1, invalid=0.02, rambling=0.1, seed=0):
         self.wrong_body, self.ask_on_clear, self.invalid, self.rambling = wrong_body, ask_on_clear, invalid, rambling
         self.seed = seed
+        self.asked: Counter = Counter()
+        self.lock = threading.Lock()
 
     def draws(self, item) -> tuple[float, float, float]:
-        n = _PLACES[item.messages[0]["content"]] + 7919 * self.seed
+        content = item.messages[0]["content"]
+        with self.lock:
+            sample_pass = self.asked[content]
+            self.asked[content] += 1
+        n = _PLACES[content] + len(_PLACES) * sample_pass + 7919 * self.seed
         return tuple((n * step) % 1 for step in (0.6180339887, 0.4142135624, 0.7320508076))
 
     def answer(self, item) -> tuple[str, int]:
@@ -92,8 +101,11 @@ def _item_of(messages):
     return _ITEMS[messages[0]["content"]]
 
 
-def candidate_of(org, tmp_path):
-    return registry.adapter_register(org=org, source_dir=trained_adapter(tmp_path, name=f"c{uuid.uuid4().hex[:6]}"))
+def candidate_of(org, tmp_path, parent=None):
+    return registry.adapter_register(org=org, source_dir=trained_adapter(tmp_path, name=f"c{uuid.uuid4().hex[:6]}"), parent=parent)
+
+
+ONE_PASS = Thresholds(max_suite_passes=1)
 
 
 def test_a_candidate_like_the_incumbent_passes_every_gate(acme, scripted, tmp_path):
@@ -116,9 +128,10 @@ def test_a_planted_regression_is_blocked_by_the_global_suite(acme, scripted, tmp
     models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(wrong_body=0.3, seed=2)
     report = gates_evaluate(candidate=candidate, incumbent=None, score=scorer(scores))
     assert not report.passed
-    assert [c.name for c in report.failed] == ["correct_body_rate"]
-    check = report.failed[0]
+    assert [c.name for c in report.blocked_by] == ["correct_body_rate"]
+    check = report.blocked_by[0]
     assert check.gate == "global_suite" and check.candidate < check.reference and check.interval[1] < -check.threshold
+    assert report.sampling["look"] == 1  # shown at the first look: nothing more was sampled
 
 
 def test_each_model_is_sampled_on_the_suite_once(acme, globex, scripted, tmp_path, settings):
@@ -127,17 +140,50 @@ def test_each_model_is_sampled_on_the_suite_once(acme, globex, scripted, tmp_pat
     models.update({"demo-base": Counting(seed=1), first.name: Counting(seed=2), second.name: Counting(seed=3), other.name: Counting(seed=4)})
     items = len(SmallSuite().items)
 
-    gates_evaluate(candidate=first, incumbent=None, score=scorer(scores))
-    gates_evaluate(candidate=other, incumbent=None, score=scorer(scores))  # the base model's responses serve every organization
-    second_report = gates_evaluate(candidate=second, incumbent=first, score=scorer(scores))  # the incumbent's from its own gate run
+    gates_evaluate(candidate=first, incumbent=None, score=scorer(scores), thresholds=ONE_PASS)
+    gates_evaluate(candidate=other, incumbent=None, score=scorer(scores), thresholds=ONE_PASS)  # the base model's serve every organization
+    second_report = gates_evaluate(candidate=second, incumbent=first, score=scorer(scores), thresholds=ONE_PASS)  # the incumbent's: its own
     assert {name: model.calls for name, model in models.items()} == dict.fromkeys(models, items)
     assert second_report.incumbent == first.name
 
     settings.SERVING_BASE_MODEL_DIR = str(tmp_path / "another-base")  # a new base under the same name is sampled afresh
     fourth = candidate_of(acme.org, tmp_path)
     models[fourth.name] = Counting(seed=5)
-    gates_evaluate(candidate=fourth, incumbent=None, score=scorer(scores))
+    gates_evaluate(candidate=fourth, incumbent=None, score=scorer(scores), thresholds=ONE_PASS)
     assert models["demo-base"].calls == 2 * items
+
+
+def test_a_candidate_the_first_pass_cannot_judge_is_sampled_again_and_every_pass_is_kept(acme, scripted, tmp_path):
+    models, scores = scripted
+    first = candidate_of(acme.org, tmp_path)
+    second = candidate_of(acme.org, tmp_path, parent=first)
+    models.update({"demo-base": Counting(seed=1), first.name: Counting(seed=2), second.name: Counting(seed=3)})
+    items, thresholds = len(SmallSuite().items), Thresholds(max_suite_passes=4)
+
+    report = gates_evaluate(candidate=first, incumbent=None, score=scorer(scores), thresholds=thresholds)
+    # Like the base, so nothing is shown beyond; one pass is too few to show every guardrail within.
+    assert report.sampling["looks"] == [1, 2, 4] and report.sampling["look"] > 1
+    passes = report.sampling["passes"]
+    assert report.sampling["samples"] == {first.name: passes * items, "demo-base": passes * items}
+    assert models["demo-base"].calls == models[first.name].calls == passes * items
+
+    again = gates_evaluate(candidate=second, incumbent=first, score=scorer(scores), thresholds=thresholds)
+    assert models[second.name].calls == again.sampling["passes"] * items
+    assert models[first.name].calls == max(passes, again.sampling["passes"]) * items  # its stored passes serve again
+
+
+def test_a_guardrail_that_cannot_show_the_candidate_within_its_tolerance_blocks_it(acme, scripted, tmp_path):
+    models, scores = scripted
+    candidate = candidate_of(acme.org, tmp_path)
+    # Two points more asks on clear prompts against a tolerance of three: never shown beyond,
+    # never shown within on so few passes.
+    models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(ask_on_clear=0.12, seed=2)
+    report = gates_evaluate(candidate=candidate, incumbent=None, score=scorer(scores), thresholds=Thresholds(max_suite_passes=2))
+    asks = next(c for c in report.checks if c.name == "ask_rate_on_clear")
+    assert not report.passed and asks in report.blocked_by
+    assert asks.sequential["state"] == "undecided" and asks.interval[0] <= asks.threshold < asks.interval[1]
+    assert "not shown within the tolerance in 2 passes" in asks.note
+    assert gates.gates_apply(candidate=candidate, report=report) is None  # blocked, but nothing shows the reward gamed
 
 
 @pytest.mark.parametrize(("behaviour", "detector"), [
@@ -150,22 +196,49 @@ def test_a_planted_hacking_candidate_trips_its_detector(acme, scripted, tmp_path
     candidate = candidate_of(acme.org, tmp_path)
     models["demo-base"], models[candidate.name] = ScriptedModel(seed=1), ScriptedModel(seed=2, **behaviour)
     report = gates_evaluate(candidate=candidate, incumbent=None, score=scorer(scores))
-    failed = {c.name: c for c in report.failed}
+    failed = {c.name: c for c in report.blocked_by}
     assert detector in failed and failed[detector].gate == "hacking"
     assert failed[detector].interval[0] > failed[detector].threshold
 
 
-def test_a_hack_that_creeps_under_the_tolerance_is_held_against_the_base_model(acme, scripted, tmp_path):
+def lineage_gated(org, models, scores, tmp_path, ask_rates: list[float], thresholds: Thresholds) -> list:
+    """Each version trained from the one before, asking on clear prompts at its planted rate,
+    gated against its parent as a cycle does; the reports, up to the first blocked."""
+    models["demo-base"] = ScriptedModel(seed=1)
+    reports, parent = [], None
+    for generation, rate in enumerate(ask_rates, 1):
+        candidate = candidate_of(org, tmp_path, parent=parent)
+        models[candidate.name] = ScriptedModel(ask_on_clear=rate, seed=1 + generation)
+        reports.append(gates_evaluate(candidate=candidate, incumbent=parent, score=scorer(scores), thresholds=thresholds))
+        if not reports[-1].passed:
+            break
+        parent = candidate
+    return reports
+
+
+CREEP_THRESHOLDS = Thresholds(ask_rate_on_clear=0.05, max_suite_passes=8)  # each cycle's +2 points is within the tolerance
+
+
+def test_a_slow_creep_is_blocked_by_the_cumulative_detector_within_three_cycles(acme, scripted, tmp_path):
     models, scores = scripted
-    incumbent, candidate = candidate_of(acme.org, tmp_path), candidate_of(acme.org, tmp_path)
-    models.update({"demo-base": ScriptedModel(seed=1), incumbent.name: ScriptedModel(ask_on_clear=0.25, seed=2),
-                   candidate.name: ScriptedModel(ask_on_clear=0.28, seed=3)})
-    report = gates_evaluate(candidate=candidate, incumbent=incumbent, score=scorer(scores))
-    asks = {c.against: c for c in report.checks if c.name == "ask_rate_on_clear"}
-    assert asks["incumbent"].passed  # a few points more than last cycle: within the noise
-    assert not asks["base"].passed and asks["base"].reference < 0.15 and asks["base"].candidate > 0.2
-    assert report.as_dict()["blocked_by"] == ["ask_rate_on_clear vs. base"]
-    assert {c.name for c in report.checks if c.against == "base"} == {"ask_rate_on_clear", "invalid_tool_call_rate"}
+    reports = lineage_gated(acme.org, models, scores, tmp_path, [0.12, 0.14, 0.16], CREEP_THRESHOLDS)
+    assert reports[0].passed and not reports[-1].passed and len(reports) <= 3
+    blocked = reports[-1]
+    assert [c.label for c in blocked.blocked_by] == ["ask_rate_on_clear vs. base"]
+    against_parent = next(c for c in blocked.checks if c.name == "ask_rate_on_clear" and c.against == "incumbent")
+    assert against_parent.passed  # no single cycle rose beyond the tolerance
+    cumulative = blocked.blocked_by[0]
+    lineage = cumulative.sequential["lineage"]
+    assert [row["model"] for row in lineage] == ["demo-base", *(r.candidate for r in reports)]
+    assert [row["figure"] for row in lineage] == sorted(row["figure"] for row in lineage)  # the creep, cycle by cycle
+    assert cumulative.candidate - cumulative.reference == pytest.approx(lineage[-1]["figure"] - lineage[0]["figure"], abs=0.01)
+
+
+def test_a_steady_model_is_not_blocked_by_the_cumulative_detector(acme, scripted, tmp_path):
+    models, scores = scripted
+    reports = lineage_gated(acme.org, models, scores, tmp_path, [0.1, 0.1, 0.1], CREEP_THRESHOLDS)
+    assert [r.passed for r in reports] == [True, True, True], [r.as_dict()["blocked_by"] for r in reports]
+    assert {c.label for c in reports[-1].checks if c.against == "base"} == {"ask_rate_on_clear vs. base", "invalid_tool_call_rate vs. base"}
 
 
 def held_out_feedback(org, *, good: int, bad: int):

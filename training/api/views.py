@@ -128,8 +128,15 @@ class CycleSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=Cycle.Status.choices)
     adapter = serializers.CharField(source="candidate.name", allow_null=True, default=None,
                                     help_text="The candidate this cycle trained, once trained.")
-    gate_report = serializers.JSONField(allow_null=True, help_text="Each gate's figures, interval, threshold and verdict.")
-    canary_report = serializers.JSONField(allow_null=True, help_text="The A/B figures of the canary, candidate vs. incumbent.")
+    gate_report = serializers.JSONField(
+        allow_null=True,
+        help_text="Each gate's figures, interval, threshold and verdict; `sampling`: the global suite's looks (passes taken, "
+                  "samples per model, alpha); each guardrail's `sequential.state` (within, beyond, undecided), and for the "
+                  "cumulative detectors (`against: base`) the figure of every version of the lineage.")
+    canary_report = serializers.JSONField(
+        allow_null=True,
+        help_text="The canary's sequential test, candidate vs. incumbent: settled outcomes and rates per arm, the decision, and "
+                  "per check its always-valid interval and each claim's log-likelihood ratio against its boundary.")
     incumbent = serializers.CharField(source="incumbent.name", allow_null=True, default=None)
     training_run = serializers.UUIDField(source="training_run_id", allow_null=True)
     trigger = serializers.ChoiceField(choices=TrainingRun.Trigger.choices)

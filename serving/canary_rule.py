@@ -1,0 +1,116 @@
+"""The canary's decision rule, on the arms' counts: Django-free, so that thousands of canaries
+can be simulated with it (benchmarks/canary_sequential.py). serving.canary gathers the arms.
+
+The decision uses the always-valid mixture test of serving.sequential, so it may be taken on
+whichever tick the evidence allows, with error rates that hold however long the canary runs and
+however often it is judged:
+
+- **promote** when the candidate is shown better on the primary metric, the edit-persisted
+  rate (its confidence sequence wholly above 0, at level `alpha`), and non-inferior on each
+  guardrail by the organization's margin: the edit-persisted rate's drop, the dissatisfied
+  rate's rise and latency's relative rise are each shown below their margin;
+- **roll back** when it is shown worse: a guardrail wholly beyond its margin (each of the three
+  at alpha / 3, so that together they stay within alpha);
+- otherwise **wait**, until the canary has run `max_hours`: then it stops ("expired") and the
+  incumbent keeps serving. Nor is anything decided before each arm has `min_interactions`
+  settled outcomes, below which the normal approximation of a rate is not to be trusted.
+
+An A/A canary (the candidate no better) is therefore promoted with probability at most alpha
+and rolled back with probability at most alpha (benchmarks/canary_sequential.py simulates
+thousands; docs/figures.md has the rates and the time to a decision).
+"""
+
+from dataclasses import asdict, dataclass
+
+from serving.policies import CanaryPolicy
+from serving.sequential import Claim, Estimate, Moments, confidence_sequence, rate_difference, relative_mean_difference
+from serving.verdicts import Check
+
+WAIT, PROMOTE, ROLL_BACK = "wait", "promote", "roll_back"
+# The mixture's scale: the size of difference each test is most sensitive to. Rates move by
+# points to tens of points between adapter versions; latency by a tenth or two of its mean.
+RATE_TAU, LATENCY_TAU = 0.1, 0.2
+
+
+@dataclass(frozen=True)
+class Arm:
+    interactions: int  # served, with a known outcome
+    persisted: int
+    dissatisfied: int
+    latency: Moments  # of the latencies in ms of those that have one
+
+
+@dataclass(frozen=True)
+class CanaryReport:
+    decision: str  # wait, promote or roll_back
+    min_interactions: int  # what each arm needs before a verdict
+    expired: bool  # stopped at max_hours without a verdict: rolled back, the incumbent keeps serving
+    checks: list[Check]  # each with its sequential test's state
+    candidate: Arm
+    incumbent: Arm
+    alpha: float  # the error rate each decision keeps
+
+    def as_dict(self) -> dict:
+        report = asdict(self)
+        for arm in ("candidate", "incumbent"):
+            latency = report[arm].pop("latency")
+            report[arm]["latency_mean_ms"] = round(latency["mean"], 1)
+        return report
+
+
+def canary_decide(candidate: Arm, incumbent: Arm, *, policy: CanaryPolicy, out_of_time: bool) -> CanaryReport:
+    """The sequential decision on the arms as they stand (module docstring): pure, so that it
+    can be simulated on thousands of canaries."""
+    checks = _checks(candidate, incumbent, policy) if candidate.interactions and incumbent.interactions else []
+    short = min(candidate.interactions, incumbent.interactions) < policy.min_interactions
+    shown_worse = any(not check.passed for check in checks)
+    if not short and shown_worse:
+        decision, expired = ROLL_BACK, False
+    elif not short and checks and all(_promotable(check) for check in checks):
+        decision, expired = PROMOTE, False
+    elif out_of_time:
+        decision, expired = ROLL_BACK, True
+    else:
+        decision, expired = WAIT, False
+    return CanaryReport(decision=decision, min_interactions=policy.min_interactions, expired=expired, checks=checks,
+                        candidate=candidate, incumbent=incumbent, alpha=policy.alpha)
+
+
+def _checks(c: Arm, i: Arm, policy: CanaryPolicy) -> list[Check]:
+    back = policy.alpha / 3  # three ways to be shown worse: together within alpha
+    persisted = rate_difference(c.persisted, c.interactions, i.persisted, i.interactions)
+    dissatisfied = rate_difference(c.dissatisfied, c.interactions, i.dissatisfied, i.interactions)
+    checks = [
+        _check("edit_persisted_rate", c.persisted / c.interactions, i.persisted / i.interactions, persisted, RATE_TAU, policy,
+               [Claim("better", 0.0, +1, policy.alpha), Claim("non_inferior", -policy.edit_persisted_rate, +1, policy.alpha),
+                Claim("inferior", -policy.edit_persisted_rate, -1, back)], c, i,
+               note="the primary metric: promoted only when better"),
+        _check("dissatisfied_rate", c.dissatisfied / c.interactions, i.dissatisfied / i.interactions, dissatisfied, RATE_TAU, policy,
+               [Claim("non_inferior", policy.dissatisfied_rate, -1, policy.alpha),
+                Claim("inferior", policy.dissatisfied_rate, +1, back)], c, i),
+    ]
+    if c.latency.n >= 2 and i.latency.n >= 2:
+        latency = relative_mean_difference(c.latency, i.latency)
+        checks.append(_check("latency", c.latency.mean, i.latency.mean, latency, LATENCY_TAU, policy,
+                             [Claim("non_inferior", policy.latency, -1, policy.alpha), Claim("inferior", policy.latency, +1, back)],
+                             c, i, note="mean ms; the difference relative to the incumbent's mean"))
+    return checks
+
+
+def _check(name: str, candidate: float, reference: float, estimate: Estimate, tau: float, policy: CanaryPolicy,
+           claims: list[Claim], c: Arm, i: Arm, note: str = "") -> Check:
+    tests = [claim.test(estimate, tau=tau) for claim in claims]
+    margin = next(claim.null for claim in claims if claim.name == "inferior")
+    interval = confidence_sequence(estimate, alpha=2 * policy.alpha, tau=tau)  # each end a one-sided claim at alpha
+    sequential = {"samples": {"candidate": c.interactions, "incumbent": i.interactions}, "estimate": round(estimate.value, 4),
+                  "tau": tau, "tests": tests}
+    inferior = any(test["reached"] for test in tests if test["claim"] == "inferior")
+    return Check("canary", name, candidate, reference, (round(interval[0], 4), round(interval[1], 4)), abs(margin),
+                 not inferior, c.interactions, note=note, sequential=sequential)
+
+
+def _promotable(check: Check) -> bool:
+    """Shown non-inferior, and for the primary metric shown better too."""
+    reached = {test["claim"] for test in check.sequential["tests"] if test["reached"]}
+    needed = {"better", "non_inferior"} if check.name == "edit_persisted_rate" else {"non_inferior"}
+    return needed <= reached

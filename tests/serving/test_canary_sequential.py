@@ -1,0 +1,43 @@
+"""The sequential canary over thousands of simulated canaries (benchmarks/canary_sequential.py,
+which records the figures): an A/A canary is promoted, and rolled back, at most alpha of the
+time however often it is judged, and a real lift is promoted."""
+
+import math
+
+import pytest
+
+from benchmarks.canary_sequential import SCENARIOS, simulate
+from serving.policies import CanaryPolicy
+from serving.sequential import Estimate, confidence_sequence, log_likelihood_ratio
+
+A_A, PLUS_5, PLUS_15 = SCENARIOS
+
+
+def run(scenario, *, canaries: int, **policy) -> dict:
+    return simulate(scenario, canaries=canaries, policy=CanaryPolicy(**policy), horizon=600, tick=20, seed=1)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.2])
+def test_an_a_a_canary_is_promoted_or_rolled_back_at_most_alpha_of_the_time(alpha):
+    rates = run(A_A, canaries=2000, alpha=alpha)
+    assert rates["promoted"] <= alpha and rates["rolled_back"] <= alpha
+    assert rates["expired"] >= 1 - 2 * alpha  # what the test cannot tell apart runs out of time
+
+
+def test_a_lift_of_fifteen_points_is_promoted_within_a_few_hundred_outcomes():
+    rates = run(PLUS_15, canaries=200)
+    assert rates["promoted"] >= 0.95 and rates["rolled_back"] == 0
+    assert rates["median_outcomes_to_decision"] <= 300
+
+
+def test_a_smaller_lift_takes_longer_to_show():
+    small, large = run(PLUS_5, canaries=200), run(PLUS_15, canaries=200)
+    assert small["rolled_back"] == 0 and small["median_outcomes_to_decision"] > large["median_outcomes_to_decision"]
+
+
+def test_the_confidence_sequence_is_where_the_test_reaches_its_boundary():
+    estimate, alpha, tau = Estimate(0.12, 0.002), 0.05, 0.1
+    low, high = confidence_sequence(estimate, alpha=alpha, tau=tau)
+    for edge in (low, high):
+        assert log_likelihood_ratio(estimate, null=edge, tau=tau) == pytest.approx(math.log(1 / alpha))
+    assert log_likelihood_ratio(estimate, null=estimate.value, tau=tau) < 0  # the estimate itself is never rejected
