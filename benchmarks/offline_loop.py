@@ -2,15 +2,18 @@
 
     .venv/bin/python benchmarks/offline_loop.py [--personas typed_snake,tab_terse] [--cycles 3]
         [--interactions 400] [--config '{"learning_rate": 1e-3}'] [--weights '{"edit_reverted": -0.5}']
-        [--canary-share 0.6] [--seeds 0-9] [--jobs 2] [--json]
+        [--canary-share 0.6] [--seeds 0-9] [--jobs 2] [--no-step-search] [--json]
 
 Per persona and cycle: N demo prompts (a fresh seeded draw per cycle) are sampled from the
 current policy with transformers at temperature 1, as the server samples them; the persona's
 users react (demo.personas.feedback_for, every event counted at once: no delays, no loss);
 the reward spec (the default, with --weights merged in) turns each interaction's events into
 its reward; the engine trains the current adapter on them (--config overrides TrainConfig);
-the result is the next cycle's policy. What the platform adds around this (recording, the
-held-out share, gates, canary) is left out, so a trainer change shows its effect in minutes.
+the step search keeps the longest step along the update whose invalid tool calls on the demo's
+global suite stay within the gates' tolerance, as a platform run does (training/steps.py;
+--no-step-search keeps every step whole); the result is the next cycle's policy. What the
+platform adds around this (recording, the held-out share, gates, canary) is left out, so a
+trainer change shows its effect in minutes.
 With --canary-share, a cycle's data mixes the current policy's samples with the previous one's,
 trained on as off-policy examples, as after a canary round (its figures: the current policy's).
 
@@ -43,21 +46,20 @@ import _django  # noqa: E402
 _django.setup()
 
 import torch  # noqa: E402
-from peft import PeftModel  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
 
 from demo.base_model import embedded_base_model  # noqa: E402
 from demo.domain import Ask, Edit, Invalid, check_edit, generate, parse_prompt, parse_response, render_prompt  # noqa: E402
 from demo.personas import Persona, feedback_for  # noqa: E402
 from demo.traffic.stats import wilson_interval  # noqa: E402
+from demo.suite import DemoGlobalSuite  # noqa: E402
 from demo.traffic.transports import MAX_TOKENS  # noqa: E402
+from serving.policies import Thresholds  # noqa: E402
 from training.engine import Example, TrainConfig, train  # noqa: E402
-from training.engine.data import pad_tokens  # noqa: E402
-from training.engine.policy import load_base, pad_id_of, sequence_logprobs  # noqa: E402
+from training.engine.step import sample_completions  # noqa: E402
 from training.rewards import RewardSpecValues, interaction_reward  # noqa: E402
+from training.steps import step_choose  # noqa: E402
 
 BASE_MODEL_NAME = "demo-base"
-GENERATE_BATCH = 64
 TARGET_GAIN = 0.30  # of edit-persisted rate, by the last cycle
 
 
@@ -74,6 +76,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=seed_list, default=[0], help="one seed, a list (0,3,5) or a range (0-9); default 0")
     parser.add_argument("--seed", type=int, dest="seeds_one", help="the same as --seeds N")
     parser.add_argument("--jobs", type=int, default=1, help="persona-seed runs at a time, each on cores / jobs threads (default 1)")
+    parser.add_argument("--no-step-search", dest="step_search", action="store_false",
+                        help="keep every trained step whole, as runs did before the line search (training/steps.py)")
     parser.add_argument("--data-dir", type=Path, default=ROOT / ".data", help="where the base model is cached (default .data)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -108,15 +112,14 @@ def run_persona(name: str, *, seed: int, model_dir: Path, config: TrainConfig, s
                 threads: int) -> list[dict]:
     torch.set_num_threads(threads)
     persona = Persona.load(name)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     rows, adapter, previous = [], None, None
     with tempfile.TemporaryDirectory(prefix="offline-loop-") as scratch:
         for cycle in range(args.cycles + 1):
             rng = random.Random(f"{seed}:{persona.name}:{cycle}")
             prompts = [render_prompt(generate.sample_prompt(rng)) for _ in range(args.interactions)]
             current = round(args.canary_share * len(prompts)) if 0 < cycle < args.cycles else len(prompts)
-            samples = sample(model_dir, adapter, tokenizer, prompts[:current], seed=seed * 1000 + cycle)
-            stale = sample(model_dir, previous, tokenizer, prompts[current:], seed=seed * 1000 + cycle) if prompts[current:] else []
+            samples = sample(model_dir, adapter, prompts[:current], seed=seed * 1000 + cycle)
+            stale = sample(model_dir, previous, prompts[current:], seed=seed * 1000 + cycle) if prompts[current:] else []
             judged = [(prompt, text, feedback_for(persona, prompt, text, rng)) for prompt, text, _ in samples + stale]
             row = {"cycle": cycle, **rates(judged[:current], persona)}  # the current policy's figures only
             if cycle < args.cycles:
@@ -129,6 +132,12 @@ def run_persona(name: str, *, seed: int, model_dir: Path, config: TrainConfig, s
                 out = Path(scratch) / f"cycle-{cycle + 1}"
                 result = train(base_model_dir=model_dir, incumbent_adapter_dir=adapter, examples=_share_lonely(examples), out_dir=out,
                                base_model_name=BASE_MODEL_NAME, config=config, progress=False)
+                if args.step_search:  # as a platform run does before its gates (training/steps.py)
+                    choice = step_choose(suite=DemoGlobalSuite(), base_model_dir=model_dir, incumbent_adapter_dir=adapter,
+                                         trained_adapter_dir=out, work_dir=Path(scratch) / f"steps-{cycle + 1}",
+                                         tolerance=Thresholds().invalid_tool_call_rate, seed=seed * 1000 + cycle, device="cpu")
+                    out = choice.adapter_dir
+                    row["step"] = choice.fraction
                 adapter, previous = out, adapter
                 row.update(kl=round(result.mean_kl, 4), clip=round(result.clip_fraction, 4), train_s=result.seconds["train"],
                            incumbent_kl=round(result.max_incumbent_kl, 4),
@@ -138,34 +147,11 @@ def run_persona(name: str, *, seed: int, model_dir: Path, config: TrainConfig, s
     return rows
 
 
-@torch.no_grad()
-def sample(model_dir: Path, adapter: Path | None, tokenizer, prompts: list[str], *, seed: int) -> list[tuple[str, str, tuple]]:
+def sample(model_dir: Path, adapter: Path | None, prompts: list[str], *, seed: int) -> list[tuple[str, str, tuple]]:
     """(prompt, response text, (prompt ids, completion ids, sampled logprobs)) per prompt."""
-    torch.manual_seed(seed)
-    model = load_base(model_dir)
-    if adapter is not None:
-        model = PeftModel.from_pretrained(model, adapter)
-    model.eval()
-    pad, end = pad_id_of(model), tokenizer.eos_token_id
-    encoded = [list(tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True)["input_ids"])
-               for p in prompts]
-    out = []
-    for start in range(0, len(prompts), GENERATE_BATCH):
-        chunk = encoded[start : start + GENERATE_BATCH]
-        width = max(map(len, chunk))
-        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in chunk])  # left-padded for generation
-        attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in chunk])
-        generated = model.generate(input_ids=input_ids, attention_mask=attention, do_sample=True, temperature=1.0, top_k=0,
-                                   top_p=1.0, max_new_tokens=MAX_TOKENS, pad_token_id=pad, eos_token_id=end)
-        completions = []
-        for row in generated[:, width:].tolist():
-            completions.append(row[: row.index(end) + 1] if end in row else row)
-        tokens = pad_tokens(list(zip(chunk, completions)), pad_id=pad)
-        logprobs = tokens.gather(sequence_logprobs(model, tokens))
-        for prompt_ids, completion, lp, prompt in zip(chunk, completions, logprobs, prompts[start:]):
-            text = tokenizer.decode([t for t in completion if t != end])
-            out.append((prompt, text, (prompt_ids, completion, lp)))
-    return out
+    samples = sample_completions(base_model_dir=model_dir, adapter_dir=adapter, conversations=[[{"role": "user", "content": p}] for p in prompts],
+                                 max_tokens=MAX_TOKENS, seed=seed, device="cpu")
+    return [(prompt, s.text, (s.prompt_ids, s.completion_ids, s.logprobs)) for prompt, s in zip(prompts, samples, strict=True)]
 
 
 def rates(judged, persona: Persona) -> dict:

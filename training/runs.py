@@ -33,7 +33,9 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import F, Model, Q
 from django.utils import timezone
 
+from serving.gates import thresholds_for
 from serving.registry import adapter_files, adapter_register, base_model_dir, route_of
+from serving.suite_samples import global_suite
 from tenants import transactions
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError, NotFound
@@ -43,6 +45,7 @@ from training import engine
 from training.datasets import dataset_build
 from training.models import TrainingRun
 from training.rewards import reward_spec_get
+from training.steps import step_choose
 
 log = logging.getLogger(__name__)
 
@@ -173,13 +176,24 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
         return adapter_dir, json.loads(report_file.read_text()) if report_file.exists() else {}
     config = engine.TrainConfig.from_dict({**settings.TRAINING_CONFIG, "kl_coef": spec.kl_coef, "seed": run.pk.int % 2**31,
                                            "device": settings.TRAINING_DEVICE})
-    report = engine.train(
-        base_model_dir=base_model_dir(), incumbent_adapter_dir=adapter_files(run.incumbent) if run.incumbent else None,
-        examples=dataset.examples, out_dir=adapter_dir, base_model_name=settings.SERVING_BASE_MODEL_NAME,
-        config=config, checkpoint_dir=work / "checkpoint",
-    )
-    summary = {**asdict(report), "adapter_dir": None}
-    report_file.write_text(json.dumps(summary))
+    incumbent_dir = adapter_files(run.incumbent) if run.incumbent else None
+    trained = work / "trained"
+    if not trained.exists():  # else an earlier attempt trained it and died in the step search
+        report = engine.train(
+            base_model_dir=base_model_dir(), incumbent_adapter_dir=incumbent_dir,
+            examples=dataset.examples, out_dir=trained, base_model_name=settings.SERVING_BASE_MODEL_NAME,
+            config=config, checkpoint_dir=work / "checkpoint",
+        )
+        report_file.write_text(json.dumps({**asdict(report), "adapter_dir": None}))
+    summary = json.loads(report_file.read_text()) if report_file.exists() else {}
+    kept = trained
+    if settings.TRAINING_STEP_SEARCH:
+        choice = step_choose(suite=global_suite(), base_model_dir=base_model_dir(), incumbent_adapter_dir=incumbent_dir,
+                             trained_adapter_dir=trained, work_dir=work, tolerance=thresholds_for(run.org).invalid_tool_call_rate,
+                             seed=config.seed, device=settings.TRAINING_DEVICE)
+        kept, summary["step"] = choice.adapter_dir, choice.as_dict()
+        report_file.write_text(json.dumps(summary))
+    kept.rename(adapter_dir)  # last: an adapter_dir says the attempt's work is done
     return adapter_dir, summary
 
 

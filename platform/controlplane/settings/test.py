@@ -26,3 +26,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 KEY_ROTATION_GRACE_SECONDS = 0
 LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}
+# Runs keep their whole step in the tests, unsampled: tests/training/test_steps.py turns the
+# line search on where it is what is tested.
+TRAINING_STEP_SEARCH = False
