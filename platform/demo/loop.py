@@ -11,8 +11,9 @@ heavy one for a rejected edit). Then:
     cycle k      POST /api/v1/cycles for each organization: train on what it was served since
                  the last cycle, gates, then a canary on half of its end users during round k,
                  promoted as soon as it is shown better, rolled back as soon as it is shown
-                 worse (from then on the winner serves everyone), and stopped after
-                 CANARY_MAX_HOURS of wall time without a verdict
+                 worse (from then on the winner serves everyone); one still without a verdict
+                 after its extra rounds of traffic is timed out by the organization's admin
+                 (its canary policy's max_hours shortened to what has passed)
     final round  everyone on what their organization serves now
     matrix       each organization's adapter on the other organizations' users (on its own:
                  the final round)
@@ -25,7 +26,7 @@ directory unless --results says where), for benchmarks/plot_loop.py. Stops the p
     python -m demo.loop [--cycles 3] [--requests 300] [--port 8000] [--results PATH]
 
 Hours of production are compressed into seconds: the scheduler ticks every 10 s (by default a
-minute) and a canary without a verdict stops after about five minutes (by default a week).
+minute), and a canary gets a few rounds of traffic instead of up to a week.
 """
 
 import argparse
@@ -50,11 +51,9 @@ NAIVE_SPEC = {"weights": {"tool_call_invalid": 0.0, "dissatisfied_followup": 0.0
 TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
 TICK_S = 10  # the scheduler's tick, which judges canaries: every minute by default, hours are seconds here
-# About a canary round and its extra rounds: a candidate not shown better by then stops, and
-# the demo's wait for the verdict never outlasts its traffic.
-CANARY_MAX_HOURS = 0.08
 VERDICT_WAIT_S = 3 * TICK_S
 MAX_EXTRA_ROUNDS = 4
+CANARY_TIME_OUT_HOURS = 0.01  # 36 s: less than any canary of the demo has run by the end of its rounds
 POLL_S = 3.0
 CONCURRENCY = 8  # calls in flight per organization: vLLM batches them, and the round takes less of the demo's time
 MATRIX_REQUESTS = 50  # per off-diagonal cell: enough to tell 0-3 % from its own users' 30-40 %
@@ -83,7 +82,6 @@ def main() -> None:
         apis = {org.name: Api(url, org.api_key) for org in orgs}
         for api in apis.values():
             api.put("/api/v1/training-schedule", {"enabled": False})
-            api.put("/api/v1/canary-policy", {"max_hours": CANARY_MAX_HOURS})
         apis[NAIVE].put("/api/v1/reward-spec", NAIVE_SPEC)
 
         base = traffic_round(url, orgs, "base model", requests=args.requests, seed=0, rounds=rounds)
@@ -101,8 +99,13 @@ def main() -> None:
                     break
                 traffic_round(url, waiting, f"cycle {k}, more canary traffic", requests=args.requests // 2, seed=100 * k + extra,
                               rounds=rounds)
+            timed_out = still_in_canary(apis, ids, orgs)  # after all its traffic
+            for org in timed_out:
+                time_out_canary(apis[org.name])
             for name in ids:
                 history[name].append(wait_for(apis[name], ids[name], until=TERMINAL))
+            for org in timed_out:
+                apis[org.name].put("/api/v1/canary-policy", {"max_hours": None})  # the default again
                 print("  " + describe_outcome(name, history[name][-1]))
         final = traffic_round(url, orgs, "final", requests=args.requests, seed=args.cycles + 1, rounds=rounds)
         serving = {org.name: apis[org.name].get("/api/v1/adapters") for org in orgs}
@@ -143,6 +146,13 @@ def still_in_canary(apis: dict[str, Api], ids: dict[str, str], orgs: Sequence[Si
         time.sleep(POLL_S)
 
 
+def time_out_canary(api: Api) -> None:
+    """No verdict on all the traffic the demo gives a canary: its admin shortens the canary's
+    time limit to what has passed (the verdict uses the policy of the moment), so the next tick
+    stops it by the platform's own rule, unless it decided meanwhile."""
+    api.put("/api/v1/canary-policy", {"max_hours": CANARY_TIME_OUT_HOURS})
+
+
 def wait_for(api: Api, cycle_id: str, *, until: Sequence[str]) -> dict:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
@@ -172,7 +182,7 @@ def describe_outcome(org: str, cycle: dict) -> str:
     if canary:
         c, i = canary["candidate"], canary["incumbent"]
         arms = (f"  canary {c['persisted']}/{c['interactions']} persisted vs. incumbent "
-                f"{i['persisted']}/{i['interactions']}{' (no verdict in time)' if canary.get('expired') else ''}")
+                f"{i['persisted']}/{i['interactions']}{' (no verdict: stopped)' if canary.get('decision') == 'wait' else ''}")
     return f"{org:<16} {cycle['adapter'] or '-'}: {cycle['status']}{arms}"
 
 

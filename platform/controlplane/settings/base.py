@@ -193,8 +193,8 @@ TRAINING_MAX_ATTEMPTS = env_int("PLATFORM_TRAINING_MAX_ATTEMPTS", 3, minimum=1)
 TRAINING_REQUEUE_S = env_int("PLATFORM_TRAINING_REQUEUE_S", 1800, minimum=1)  # a queued run's message is resent after this
 # Engine settings other than the reward spec's (training/engine/config.py), e.g. {"lora_rank": 16}.
 TRAINING_CONFIG = env_json_object("PLATFORM_TRAINING_CONFIG", {})
-# Before the gates, a run samples the global suite from its adapter and, if it writes more
-# invalid tool calls than the incumbent by more than the gates tolerate, keeps a shorter step
+# Before the gates, a run samples the global suite from its adapter and, if that shows it writing
+# more invalid tool calls than the incumbent by more than the gates tolerate, keeps a shorter step
 # along its update (training/steps.py). Costs two to four samplings of the suite per run.
 TRAINING_STEP_SEARCH = env_bool("PLATFORM_TRAINING_STEP_SEARCH", True)
 
