@@ -235,7 +235,7 @@ def _suite_checks(c: _Tally, i: _Tally, b: _Tally, *, has_incumbent: bool, thres
 
 
 def _at_the_last_look(check: Check, passes: int) -> Check:
-    """Past the last look a guardrail still undecided blocks: it could not show the candidate safe."""
+    """Past the last look a guardrail still undecided has failed for good: its note says so."""
     if not check.sequential or check.sequential["state"] != UNDECIDED:
         return check
     return replace(check, passed=False, note=f"not shown within the tolerance in {passes} passes of the suite: blocked")

@@ -13,8 +13,10 @@ task was lost. One active cycle per organization (a database constraint).
 """
 
 import logging
+import shutil
 import time
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -22,7 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from serving import canary, deployments, gates
-from serving.registry import adapter_files, base_model_dir
+from serving.registry import adapter_files, adapter_register, base_model_dir
 from serving.statistics import mean
 from serving.vllm_client import VllmError
 from tenants import transactions
@@ -113,10 +115,14 @@ def _gate(cycle: Cycle) -> None:
     started = time.monotonic()
     report = gates.gates_evaluate(candidate=cycle.candidate, incumbent=cycle.incumbent, score=score_completions,
                                   thresholds=gates.thresholds_for(cycle.org))
-    seconds = {**cycle.stage_seconds, "gates": round(time.monotonic() - started, 2)}
+    seconds = {**cycle.stage_seconds, "gates": round(cycle.stage_seconds.get("gates", 0) + time.monotonic() - started, 2)}
+    if not report.passed and _shorter_step_worth_gating(cycle, report):
+        _gate_a_shorter_step(cycle, report, seconds)
+        return
+    shown = {**report.as_dict(), **_shorter_step_history(cycle)}
     if not report.passed:
         with transaction.atomic():
-            if _move(cycle, Status.GATING, Status.BLOCKED, gate_report=report.as_dict(), stage_seconds=seconds, finished_at=timezone.now()):
+            if _move(cycle, Status.GATING, Status.BLOCKED, gate_report=shown, stage_seconds=seconds, finished_at=timezone.now()):
                 gates.gates_apply(candidate=cycle.candidate, report=report)
                 audit_record(org=cycle.org, actor="gates", action="cycle.blocked", target=cycle.candidate.name,
                              after={"blocked_by": report.as_dict()["blocked_by"]})
@@ -128,7 +134,49 @@ def _gate(cycle: Cycle) -> None:
     except Conflict:  # a duplicate of this step started it first
         return
     seconds["deploy"] = round(time.monotonic() - started, 2)  # from the gates' pass to the candidate serving its canary
-    _move(cycle, Status.GATING, Status.CANARY, gate_report=report.as_dict(), stage_seconds=seconds, canary_started_at=timezone.now())
+    _move(cycle, Status.GATING, Status.CANARY, gate_report=shown, stage_seconds=seconds, canary_started_at=timezone.now())
+
+
+# A cycle's update that overshot on the gates' capability guardrails (valid, correct and right
+# calls, invalid calls) is worth half its step once, within the cycle, rather than losing the
+# cycle; one the gaming detectors caught (asks on clear prompts, edit rate, length) is not: a
+# smaller dose of a gamed reward is still gamed. docs/loop.md, "Gates".
+CAPABILITY_GUARDRAILS = {"valid_tool_call_rate", "correct_body_rate", "right_call_rate", "invalid_tool_call_rate"}
+SHORTER_STEP = 0.5
+
+
+def _shorter_step_worth_gating(cycle: Cycle, report: gates.GateReport) -> bool:
+    return (not _shorter_step_history(cycle)  # once per cycle
+            and all(check.name in CAPABILITY_GUARDRAILS for check in report.blocked_by))
+
+
+def _shorter_step_history(cycle: Cycle) -> dict:
+    """What the cycle's report keeps of a first candidate blocked for a shorter step."""
+    return {k: v for k, v in (cycle.gate_report or {}).items() if k in ("shorter_step_of", "first_blocked_by")}
+
+
+def _gate_a_shorter_step(cycle: Cycle, report: gates.GateReport, seconds: dict) -> None:
+    """Block the candidate, register half its step from the incumbent as the cycle's candidate,
+    and gate that one: a compare-and-set on the cycle's candidate, so a duplicate does it once."""
+    blocked = cycle.candidate
+    work = Path(settings.TRAINING_WORK_DIR) / f"cycle-{cycle.pk}-step"
+    shutil.rmtree(work, ignore_errors=True)
+    stepped = engine.adapter_at_step(incumbent_adapter_dir=adapter_files(cycle.incumbent) if cycle.incumbent else None,
+                                     trained_adapter_dir=adapter_files(blocked), fraction=SHORTER_STEP, out_dir=work)
+    with transaction.atomic():
+        shorter = adapter_register(org=cycle.org, source_dir=stepped, parent=cycle.incumbent,
+                                            dataset_sha256=blocked.dataset_sha256)
+        moved = Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=Status.GATING, candidate=blocked).update(
+            candidate=shorter, stage_seconds=seconds, updated_at=timezone.now(),
+            gate_report={"shorter_step_of": blocked.name, "first_blocked_by": report.as_dict()["blocked_by"]})
+        if not moved:
+            transaction.set_rollback(True)
+            return
+        gates.gates_apply(candidate=blocked, report=report)
+        audit_record(org=cycle.org, actor="gates", action="cycle.shorter_step", target=shorter.name,
+                     after={"blocked": blocked.name, "blocked_by": report.as_dict()["blocked_by"], "fraction": SHORTER_STEP})
+    shutil.rmtree(work, ignore_errors=True)
+    transactions.send(ADVANCE_TASK, cycle.pk)
 
 
 def _judge_canary(cycle: Cycle) -> None:

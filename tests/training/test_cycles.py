@@ -12,9 +12,11 @@ import uuid
 from datetime import timedelta
 
 import pytest
+import torch
 from django.utils import timezone
+from safetensors.torch import load_file
 
-from serving import canary, deployments, gates
+from serving import canary, deployments, gates, registry
 from serving.gates import GateReport
 from serving.models import AdapterVersion, Alert
 from serving.registry import route_of
@@ -39,15 +41,17 @@ def replicas(monkeypatch, settings):
     return loaded
 
 
-def gate_verdict(monkeypatch, *failed: tuple[str, str]) -> list:
-    """The gates answer with `failed` checks ((gate, name) pairs) failing, everything else passing."""
+def gate_verdict(monkeypatch, *failed: tuple[str, str], then: tuple[tuple[str, str], ...] | None = None) -> list:
+    """The gates answer with `failed` checks ((gate, name) pairs) failing, everything else
+    passing; with `then`, those fail from the second gate run on instead."""
     calls = []
 
     def evaluate(*, candidate, incumbent, score, thresholds):
         calls.append(candidate.name)
-        checks = [Check(gate, name, 0.3, 0.1, (0.1, 0.3), 0.03, False, 200) for gate, name in failed]
+        failing = failed if then is None or len(calls) == 1 else then
+        checks = [Check(gate, name, 0.3, 0.1, (0.1, 0.3), 0.03, False, 200) for gate, name in failing]
         checks.append(Check("global_suite", "valid_tool_call_rate", 0.99, 0.99, (-0.02, 0.02), 0.03, True, 200))
-        return GateReport(passed=not failed, checks=checks, seconds=1.0, candidate=candidate.name, incumbent="demo-base")
+        return GateReport(passed=not failing, checks=checks, seconds=1.0, candidate=candidate.name, incumbent="demo-base")
 
     monkeypatch.setattr(gates, "gates_evaluate", evaluate)
     return calls
@@ -168,6 +172,41 @@ def test_a_hacking_candidate_is_blocked_with_an_alert_and_never_routed(acme, tra
     assert route.serving is None and route.canary is None and replicas == []
     with pytest.raises(Exception, match="blocked"):
         deployments.adapter_deploy(adapter=candidate, actor="test")
+
+
+def test_a_candidate_that_broke_a_capability_guardrail_gets_half_its_step_gated_within_the_cycle(acme, training, sent, replicas,
+                                                                                                 monkeypatch):
+    gate_calls = gate_verdict(monkeypatch, ("hacking", "invalid_tool_call_rate"), then=())
+    cycle = trained_cycle(acme.org)
+    first = cycle.candidate
+    assert cycles.cycle_advance(str(cycle.pk)).status == Status.GATING  # the shorter step waits for its own gates
+    assert sent[-1] == str(cycle.pk)
+    done = cycles.cycle_advance(str(cycle.pk))
+
+    assert done.status == Status.CANARY and gate_calls == [first.name, done.candidate.name]
+    shorter = done.candidate
+    first.refresh_from_db()
+    assert first.status == AdapterVersion.Status.BLOCKED and shorter.version == first.version + 1 and shorter.parent is None
+    assert done.gate_report["shorter_step_of"] == first.name and done.gate_report["first_blocked_by"] == ["invalid_tool_call_rate"]
+    trained, half = (load_file(registry.adapter_files(a) / "adapter_model.safetensors") for a in (first, shorter))
+    assert all(torch.allclose(half[name], 0.5 * trained[name] if ".lora_B." in name else trained[name]) for name in trained)
+    assert acme.org.audit_events.get(action="cycle.shorter_step").target == shorter.name
+    assert route_of(org=acme.org).canary == shorter
+
+
+def test_a_shorter_step_is_tried_once(acme, training, sent, replicas, monkeypatch):
+    gate_calls = gate_verdict(monkeypatch, ("global_suite", "valid_tool_call_rate"))
+    cycle = trained_cycle(acme.org)
+    cycles.cycle_advance(str(cycle.pk))
+    done = cycles.cycle_advance(str(cycle.pk))
+    assert done.status == Status.BLOCKED and len(gate_calls) == 2
+    assert AdapterVersion.objects.for_org(acme.org).filter(status=AdapterVersion.Status.BLOCKED).count() == 2
+
+
+def test_a_gamed_reward_gets_no_shorter_step(acme, training, sent, replicas, monkeypatch):
+    gate_calls = gate_verdict(monkeypatch, ("hacking", "invalid_tool_call_rate"), ("hacking", "ask_rate_on_clear"))
+    cycle = trained_cycle(acme.org)
+    assert cycles.cycle_advance(str(cycle.pk)).status == Status.BLOCKED and len(gate_calls) == 1
 
 
 def test_a_failed_training_fails_the_cycle_with_its_reason(acme, training, sent, replicas):

@@ -5,9 +5,10 @@ from training.engine.config import ALL_PROJECTIONS, TrainConfig
 from training.engine.data import Example, group_advantages
 from training.engine.objective import LossTerms, policy_loss
 from training.engine.policy import completion_logprobs
+from training.engine.step import Sample, adapter_at_step, sample_completions
 from training.engine.trainer import CONFIG_FILE, TrainReport, train
 
 __all__ = [
-    "ALL_PROJECTIONS", "CONFIG_FILE", "Example", "LossTerms", "TrainConfig", "TrainReport",
-    "completion_logprobs", "group_advantages", "policy_loss", "train",
+    "ALL_PROJECTIONS", "CONFIG_FILE", "Example", "LossTerms", "Sample", "TrainConfig", "TrainReport",
+    "adapter_at_step", "completion_logprobs", "group_advantages", "policy_loss", "sample_completions", "train",
 ]
