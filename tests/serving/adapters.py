@@ -24,10 +24,15 @@ def random_lora(base_model: Path, out_dir: Path, *, seed: int, base_name: str | 
     return out_dir
 
 
+LEARNT = 0.005  # mean cross-entropy per response token: the response is every token's argmax by far
+
+
 def taught_lora(base_model: Path, out_dir: Path, *, messages: list[dict], response: str, base_name: str,
-                steps: int = 300, seed: int = 0) -> Path:
+                max_steps: int = 1500, seed: int = 0) -> Path:
     """An adapter fine-tuned until `messages` are answered with `response` at temperature 1,
-    nearly always (cross-entropy on the response and its end token, as the base model learnt)."""
+    nearly always (cross-entropy on the response and its end token, as the base model learnt).
+    It trains until the loss is below LEARNT, not for a fixed number of steps: 300 steps left
+    one of two responses a token short of learnt on one machine and not on another."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -39,9 +44,12 @@ def taught_lora(base_model: Path, out_dir: Path, *, messages: list[dict], respon
     labels = torch.tensor([[-100] * len(prompt) + completion])  # -100: no loss on the prompt
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_model), LoraConfig(r=8, lora_alpha=16, target_modules=PROJECTIONS))
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    for _ in range(steps):
+    for _ in range(max_steps):
         optimizer.zero_grad()
-        model(input_ids=input_ids, labels=labels).loss.backward()
+        loss = model(input_ids=input_ids, labels=labels).loss
+        if loss.item() < LEARNT:
+            break
+        loss.backward()
         optimizer.step()
     model.peft_config["default"].base_model_name_or_path = base_name
     model.save_pretrained(out_dir)
