@@ -82,8 +82,8 @@ def _checks(c: Arm, i: Arm, policy: CanaryPolicy) -> list[Check]:
     dissatisfied = rate_difference(c.dissatisfied, c.interactions, i.dissatisfied, i.interactions)
     checks = [
         _check("edit_persisted_rate", c.persisted / c.interactions, i.persisted / i.interactions, persisted, RATE_TAU, policy,
-               [Claim("better", 0.0, +1, policy.alpha), Claim("non_inferior", -policy.edit_persisted_rate, +1, policy.alpha),
-                Claim("inferior", -policy.edit_persisted_rate, -1, back)], c, i,
+               # shown better is shown within the margin too: one promoting claim is enough
+               [Claim("better", 0.0, +1, policy.alpha), Claim("inferior", -policy.edit_persisted_rate, -1, back)], c, i,
                note="the primary metric: promoted only when better"),
         _check("dissatisfied_rate", c.dissatisfied / c.interactions, i.dissatisfied / i.interactions, dissatisfied, RATE_TAU, policy,
                [Claim("non_inferior", policy.dissatisfied_rate, -1, policy.alpha),
@@ -110,7 +110,6 @@ def _check(name: str, candidate: float, reference: float, estimate: Estimate, ta
 
 
 def _promotable(check: Check) -> bool:
-    """Shown non-inferior, and for the primary metric shown better too."""
-    reached = {test["claim"] for test in check.sequential["tests"] if test["reached"]}
-    needed = {"better", "non_inferior"} if check.name == "edit_persisted_rate" else {"non_inferior"}
-    return needed <= reached
+    """Every claim a promotion needs is reached: better for the primary metric, within the
+    margin (non_inferior) for the guardrails."""
+    return all(test["reached"] for test in check.sequential["tests"] if test["claim"] != "inferior")

@@ -125,7 +125,7 @@ def _gate(cycle: Cycle) -> None:
             if _move(cycle, Status.GATING, Status.BLOCKED, gate_report=shown, stage_seconds=seconds, finished_at=timezone.now()):
                 gates.gates_apply(candidate=cycle.candidate, report=report)
                 audit_record(org=cycle.org, actor="gates", action="cycle.blocked", target=cycle.candidate.name,
-                             after={"blocked_by": report.as_dict()["blocked_by"]})
+                             after={"blocked_by": shown["blocked_by"]})
         return
     gates.gates_apply(candidate=cycle.candidate, report=report)
     started = time.monotonic()
@@ -158,23 +158,22 @@ def _shorter_step_history(cycle: Cycle) -> dict:
 def _gate_a_shorter_step(cycle: Cycle, report: gates.GateReport, seconds: dict) -> None:
     """Block the candidate, register half its step from the incumbent as the cycle's candidate,
     and gate that one: a compare-and-set on the cycle's candidate, so a duplicate does it once."""
-    blocked = cycle.candidate
+    blocked, blocked_by = cycle.candidate, [check.label for check in report.blocked_by]
     work = Path(settings.TRAINING_WORK_DIR) / f"cycle-{cycle.pk}-step"
     shutil.rmtree(work, ignore_errors=True)
     stepped = engine.adapter_at_step(incumbent_adapter_dir=adapter_files(cycle.incumbent) if cycle.incumbent else None,
                                      trained_adapter_dir=adapter_files(blocked), fraction=SHORTER_STEP, out_dir=work)
     with transaction.atomic():
-        shorter = adapter_register(org=cycle.org, source_dir=stepped, parent=cycle.incumbent,
-                                            dataset_sha256=blocked.dataset_sha256)
+        shorter = adapter_register(org=cycle.org, source_dir=stepped, parent=cycle.incumbent, dataset_sha256=blocked.dataset_sha256)
         moved = Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=Status.GATING, candidate=blocked).update(
             candidate=shorter, stage_seconds=seconds, updated_at=timezone.now(),
-            gate_report={"shorter_step_of": blocked.name, "first_blocked_by": report.as_dict()["blocked_by"]})
+            gate_report={"shorter_step_of": blocked.name, "first_blocked_by": blocked_by})
         if not moved:
             transaction.set_rollback(True)
             return
         gates.gates_apply(candidate=blocked, report=report)
         audit_record(org=cycle.org, actor="gates", action="cycle.shorter_step", target=shorter.name,
-                     after={"blocked": blocked.name, "blocked_by": report.as_dict()["blocked_by"], "fraction": SHORTER_STEP})
+                     after={"blocked": blocked.name, "blocked_by": blocked_by, "fraction": SHORTER_STEP})
     shutil.rmtree(work, ignore_errors=True)
     transactions.send(ADVANCE_TASK, cycle.pk)
 

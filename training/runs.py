@@ -178,14 +178,16 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
                                            "device": settings.TRAINING_DEVICE})
     incumbent_dir = adapter_files(run.incumbent) if run.incumbent else None
     trained = work / "trained"
-    if not trained.exists():  # else an earlier attempt trained it and died in the step search
+    if trained.exists():  # an earlier attempt trained it and died in the step search
+        summary = json.loads(report_file.read_text()) if report_file.exists() else {}
+    else:
         report = engine.train(
             base_model_dir=base_model_dir(), incumbent_adapter_dir=incumbent_dir,
             examples=dataset.examples, out_dir=trained, base_model_name=settings.SERVING_BASE_MODEL_NAME,
             config=config, checkpoint_dir=work / "checkpoint",
         )
-        report_file.write_text(json.dumps({**asdict(report), "adapter_dir": None}))
-    summary = json.loads(report_file.read_text()) if report_file.exists() else {}
+        summary = {**asdict(report), "adapter_dir": None}
+        report_file.write_text(json.dumps(summary))
     kept = trained
     if settings.TRAINING_STEP_SEARCH:
         choice = step_choose(suite=global_suite(), base_model_dir=base_model_dir(), incumbent_adapter_dir=incumbent_dir,
