@@ -73,6 +73,9 @@ def main() -> None:
     parser.add_argument("--canary-share", type=float, default=1.0,
                         help="after the first cycle, the share of each cycle's prompts the current policy answers; the rest the "
                              "policy before it answers, trained on as off-policy examples, as a canary round leaves them (default 1)")
+    parser.add_argument("--replay", type=int, default=0,
+                        help="cycles back whose training examples train again, as off-policy examples weighted against the "
+                             "current policy (default 0: each cycle's data trains once)")
     parser.add_argument("--seeds", type=seed_list, default=[0], help="one seed, a list (0,3,5) or a range (0-9); default 0")
     parser.add_argument("--seed", type=int, dest="seeds_one", help="the same as --seeds N")
     parser.add_argument("--jobs", type=int, default=1, help="persona-seed runs at a time, each on cores / jobs threads (default 1)")
@@ -89,7 +92,7 @@ def main() -> None:
     defaults = RewardSpecValues(version=0)
     spec = replace(defaults, weights={**defaults.weights, **args.weights}, kl_coef=config.kl_coef)
     runs = [(name, seed) for seed in args.seeds for name in args.personas.split(",")]  # seed-major: any prefix covers every persona
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    threads = max(1, len(os.sched_getaffinity(0)) // args.jobs)  # the cores this process may use (taskset)
     with ProcessPoolExecutor(args.jobs) as pool:
         futures = {run: pool.submit(run_persona, run[0], seed=run[1], model_dir=model_dir, config=config, spec=spec, args=args,
                                     threads=threads) for run in runs}
@@ -112,7 +115,7 @@ def run_persona(name: str, *, seed: int, model_dir: Path, config: TrainConfig, s
                 threads: int) -> list[dict]:
     torch.set_num_threads(threads)
     persona = Persona.load(name)
-    rows, adapter, previous = [], None, None
+    rows, adapter, previous, history = [], None, None, []
     with tempfile.TemporaryDirectory(prefix="offline-loop-") as scratch:
         for cycle in range(args.cycles + 1):
             rng = random.Random(f"{seed}:{persona.name}:{cycle}")
@@ -124,13 +127,15 @@ def run_persona(name: str, *, seed: int, model_dir: Path, config: TrainConfig, s
             row = {"cycle": cycle, **rates(judged[:current], persona)}  # the current policy's figures only
             if cycle < args.cycles:
                 examples = [
-                    Example(prompt_ids=ids[0], completion_ids=ids[1], sampled_logprobs=ids[2], group=prompt,
+                    Example(prompt_ids=ids[0], completion_ids=ids[1], sampled_logprobs=ids[2], group=(prompt, cycle - (k >= current)),
                             reward=interaction_reward(spec=spec, events=[(e.type, e.value) for e in events], latency_ms=None),
                             behaviour_is_incumbent=k < current)
                     for k, ((prompt, _, events), (_, _, ids)) in enumerate(zip(judged, samples + stale))
                 ]
+                replayed = [replace(e, behaviour_is_incumbent=False) for old in history[max(0, len(history) - args.replay):] for e in old]
+                history.append(examples)
                 out = Path(scratch) / f"cycle-{cycle + 1}"
-                result = train(base_model_dir=model_dir, incumbent_adapter_dir=adapter, examples=_share_lonely(examples), out_dir=out,
+                result = train(base_model_dir=model_dir, incumbent_adapter_dir=adapter, examples=_share_lonely(examples + replayed), out_dir=out,
                                base_model_name=BASE_MODEL_NAME, config=config, progress=False)
                 if args.step_search:  # as a platform run does before its gates (training/steps.py)
                     choice = step_choose(suite=DemoGlobalSuite(), base_model_dir=model_dir, incumbent_adapter_dir=adapter,
@@ -181,9 +186,11 @@ def rates(judged, persona: Persona) -> dict:
 
 
 def _share_lonely(examples: list[Example]) -> list[Example]:
-    """As the dataset builder does: an example alone with its prompt shares one common baseline."""
-    sizes = Counter(e.group for e in examples)
-    return [e if sizes[e.group] > 1 else replace(e, group="shared") for e in examples]
+    """As the dataset builder does: examples are grouped by prompt, and one alone with its prompt
+    shares a baseline with the others the same policy sampled (each example's group is (prompt,
+    the cycle whose policy sampled it) until here)."""
+    sizes = Counter(prompt for prompt, _ in (e.group for e in examples))
+    return [replace(e, group=e.group[0] if sizes[e.group[0]] > 1 else ("shared", e.group[1])) for e in examples]
 
 
 def summary(results: dict[str, list[dict]]) -> dict:

@@ -31,7 +31,7 @@ from training.engine import Example
 from training.rewards import RewardSpecValues, interaction_reward, outcome_shares
 
 STALENESS_VERSIONS = 1  # deployments back whose completions still train, importance-weighted
-SHARED_GROUP = "shared"  # examples with no other of their prompt share one baseline
+SHARED_GROUP = "shared"  # examples with no other of their prompt share one baseline per served version
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
     candidates = _candidates(org, behaviours, since, until)
     events = _events_by_interaction(org, candidates, until)
     outcomes, steps = _task_credit(org, candidates, until)
-    examples, ids, skipped = [], [], Counter()
+    examples, ids, served_by, skipped = [], [], [], Counter()
     for interaction in candidates:
         if held_out(interaction.pk):
             skipped["held out for the tenant suite"] += 1
@@ -76,10 +76,11 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
             reward=reward, group=_prompt_key(tokens["prompt_ids"]), behaviour_is_incumbent=behaviours[interaction.adapter],
         ))
         ids.append(str(interaction.pk))
+        served_by.append(interaction.adapter)
     if limit is not None and len(examples) > limit:
         skipped["beyond the run's limit (older)"] += len(examples) - limit
-        examples, ids = examples[-limit:], ids[-limit:]
-    examples = _share_lonely_groups(examples)
+        examples, ids, served_by = examples[-limit:], ids[-limit:], served_by[-limit:]
+    examples = _share_lonely_groups(examples, served_by)
     return Dataset(examples=examples, interaction_ids=ids, sha256=_lineage_hash(ids, examples),
                    off_policy=sum(not e.behaviour_is_incumbent for e in examples), skipped=dict(skipped))
 
@@ -145,11 +146,14 @@ def _prompt_key(prompt_ids: list[int]) -> str:
     return hashlib.sha256(json.dumps(prompt_ids).encode()).hexdigest()[:16]
 
 
-def _share_lonely_groups(examples: list[Example]) -> list[Example]:
+def _share_lonely_groups(examples: list[Example], served_by: list[str | None]) -> list[Example]:
     """An example alone with its prompt would get no advantage (nothing to compare it with):
-    such examples share one baseline instead."""
+    such examples share a baseline with the others that the same version served instead. One
+    baseline per version, because an older version earns less on average: a baseline shared
+    with it would credit the incumbent's answers for being newer, not for being better."""
     sizes = Counter(example.group for example in examples)
-    return [example if sizes[example.group] > 1 else replace(example, group=SHARED_GROUP) for example in examples]
+    return [example if sizes[example.group] > 1 else replace(example, group=(SHARED_GROUP, version))
+            for example, version in zip(examples, served_by, strict=True)]
 
 
 def _lineage_hash(ids: list[str], examples: list[Example]) -> str:

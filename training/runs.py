@@ -42,7 +42,7 @@ from tenants.errors import Conflict, DomainError, NotFound
 from tenants.models import Organization
 from tenants.privacy import trainable_check
 from training import engine
-from training.datasets import dataset_build
+from training.datasets import STALENESS_VERSIONS, dataset_build
 from training.models import TrainingRun
 from training.rewards import reward_spec_get
 from training.steps import step_choose
@@ -151,19 +151,22 @@ def _fix_window(run: TrainingRun, now: datetime) -> None:
     """What the run trains from and on, decided once: every later attempt builds the same dataset."""
     run.incumbent = route_of(org=run.org).serving
     run.reward_spec_version = reward_spec_get(org=run.org).version
-    run.since, run.until = last_window_end(run.org), now
+    run.since, run.until = last_window_end(run.org, back=settings.TRAINING_REPLAY_RUNS), now
     _save_if_held(run, "incumbent", "reward_spec_version", "since", "until")
 
 
-def last_window_end(org: Organization) -> datetime | None:
-    last = TrainingRun.objects.for_org(org).filter(status=Status.SUCCEEDED).order_by("-until").first()
-    return last.until if last else None
+def last_window_end(org: Organization, *, back: int = 0) -> datetime | None:
+    """Where the last succeeded run's window ended; with `back`, where the window of the run that
+    many before it ended, so that a new run trains on those runs' data again (replay)."""
+    ends = TrainingRun.objects.for_org(org).filter(status=Status.SUCCEEDED).order_by("-until").values_list("until", flat=True)
+    return next(iter(ends[back : back + 1]), None)
 
 
 def _train(run: TrainingRun) -> tuple[Path, dict]:
     spec = reward_spec_get(org=run.org, version=run.reward_spec_version)
+    # Replayed windows reach one version further back each: their data was served by those versions.
     dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
-                            limit=settings.TRAINING_MAX_EXAMPLES)
+                            staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, limit=settings.TRAINING_MAX_EXAMPLES)
     run.interaction_ids, run.dataset_sha256 = dataset.interaction_ids, dataset.sha256
     run.dataset = {"examples": len(dataset.examples), "off_policy": dataset.off_policy, "skipped": dataset.skipped}
     _save_if_held(run, "interaction_ids", "dataset_sha256", "dataset")

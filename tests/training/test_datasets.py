@@ -98,7 +98,15 @@ def test_a_tasks_outcome_is_credited_to_its_steps(acme):
 def test_lonely_prompts_share_a_baseline_and_repeated_ones_keep_their_own(acme):
     served(acme.org, prompt=(1, 2)), served(acme.org, prompt=(1, 2)), served(acme.org, prompt=(9,))
     groups = [e.group for e in dataset_build(org=acme.org, incumbent=None, spec=SPEC).examples]
-    assert groups[0] == groups[1] != SHARED_GROUP and groups[2] == SHARED_GROUP
+    assert groups[0] == groups[1] != groups[2] == (SHARED_GROUP, None)
+
+
+def test_lonely_prompts_share_a_baseline_with_those_of_the_same_version_only(acme, tmp_path):
+    v1, v2 = versions(acme.org, tmp_path, 2)
+    served(acme.org, adapter=v1.name, prompt=(1,)), served(acme.org, adapter=v2.name, prompt=(2,))
+    served(acme.org, adapter=v2.name, prompt=(3,))
+    groups = [e.group for e in dataset_build(org=acme.org, incumbent=v2, spec=SPEC).examples]
+    assert groups == [(SHARED_GROUP, v1.name), (SHARED_GROUP, v2.name), (SHARED_GROUP, v2.name)]
 
 
 def test_the_lineage_hash_changes_with_what_went_in(acme):

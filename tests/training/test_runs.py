@@ -109,6 +109,7 @@ def test_a_run_whose_every_attempt_died_fails(acme, training, sent):
 
 
 def test_feedback_that_arrives_after_a_runs_window_counts_in_the_next_run(acme, training, sent):
+    training.TRAINING_REPLAY_RUNS = 0
     early, late = rated(acme.org, ("edit_persisted",), ())
     served(acme.org, prompt=RATED_PROMPT, feedback=("edit_reverted",))
     first = runs.run_execute(str(requested(acme.org).pk))
@@ -119,6 +120,20 @@ def test_feedback_that_arrives_after_a_runs_window_counts_in_the_next_run(acme, 
     second = runs.run_execute(str(requested(acme.org).pk))
     assert second.since == first.until
     assert str(late.pk) in second.interaction_ids and str(early.pk) not in second.interaction_ids
+
+
+def test_a_run_trains_again_on_the_windows_of_the_runs_it_replays(acme, training, sent):
+    training.TRAINING_REPLAY_RUNS = 1
+    first_data = rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    first = runs.run_execute(str(requested(acme.org).pk))
+    second_data = rated(acme.org, ("edit_rejected",), ("edit_persisted",))
+    second = runs.run_execute(str(requested(acme.org).pk))
+    assert second.since is None and second.interaction_ids == [str(i.pk) for i in first_data + second_data]
+
+    third_data = rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    third = runs.run_execute(str(requested(acme.org).pk))
+    assert third.since == first.until  # the first window has had its replay
+    assert third.interaction_ids == [str(i.pk) for i in second_data + third_data]
 
 
 def test_the_window_is_fixed_at_the_first_claim(acme, training, sent):
