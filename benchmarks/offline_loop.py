@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/offline_loop.py [--personas typed_snake,tab_terse] [--cycles 3]
         [--interactions 400] [--config '{"learning_rate": 1e-3}'] [--weights '{"edit_reverted": -0.5}']
-        [--canary-share 0.6] [--seeds 0-9] [--jobs 2] [--no-step-search] [--json]
+        [--canary-share 0.6] [--replay 2] [--seeds 0-9] [--jobs 2] [--no-step-search] [--json]
 
 Per persona and cycle: N demo prompts (a fresh seeded draw per cycle) are sampled from the
 current policy with transformers at temperature 1, as the server samples them; the persona's
@@ -16,6 +16,8 @@ platform adds around this (recording, the held-out share, gates, canary) is left
 trainer change shows its effect in minutes.
 With --canary-share, a cycle's data mixes the current policy's samples with the previous one's,
 trained on as off-policy examples, as after a canary round (its figures: the current policy's).
+With --replay K, the examples of the K cycles before train again, as replayed examples (only
+their successes teach: training.engine.data.group_advantages).
 
 Reports per cycle the edit-persisted rate with its 95 % Wilson interval, the rates of edits
 meeting the required preferences, invalid tool calls and asks on clear prompts, among correct
@@ -73,9 +75,10 @@ def main() -> None:
     parser.add_argument("--canary-share", type=float, default=1.0,
                         help="after the first cycle, the share of each cycle's prompts the current policy answers; the rest the "
                              "policy before it answers, trained on as off-policy examples, as a canary round leaves them (default 1)")
-    parser.add_argument("--replay", type=int, default=0,
-                        help="cycles back whose training examples train again, as off-policy examples weighted against the "
-                             "current policy (default 0: each cycle's data trains once)")
+    parser.add_argument("--replay", type=int, default=2,
+                        help="cycles back whose examples train again, as a platform run replays earlier runs' windows: "
+                             "off-policy, and only those that beat their baseline (default 2, as the platform; 0: each "
+                             "cycle's data trains once)")
     parser.add_argument("--seeds", type=seed_list, default=[0], help="one seed, a list (0,3,5) or a range (0-9); default 0")
     parser.add_argument("--seed", type=int, dest="seeds_one", help="the same as --seeds N")
     parser.add_argument("--jobs", type=int, default=1, help="persona-seed runs at a time, each on cores / jobs threads (default 1)")
@@ -132,7 +135,7 @@ def run_persona(name: str, *, seed: int, model_dir: Path, config: TrainConfig, s
                             behaviour_is_incumbent=k < current)
                     for k, ((prompt, _, events), (_, _, ids)) in enumerate(zip(judged, samples + stale))
                 ]
-                replayed = [replace(e, behaviour_is_incumbent=False) for old in history[max(0, len(history) - args.replay):] for e in old]
+                replayed = [replace(e, behaviour_is_incumbent=False, replayed=True) for old in history[max(0, len(history) - args.replay):] for e in old]
                 history.append(examples)
                 out = Path(scratch) / f"cycle-{cycle + 1}"
                 result = train(base_model_dir=model_dir, incumbent_adapter_dir=adapter, examples=_share_lonely(examples + replayed), out_dir=out,

@@ -40,19 +40,23 @@ class Dataset:
     interaction_ids: list[str]  # in the order of `examples`
     sha256: str  # of the ids, rewards and tokens: what the adapter was trained on, exactly
     off_policy: int  # examples served by an older version than the incumbent
+    replayed: int  # examples an earlier run trained on already
     skipped: dict[str, int]  # interactions left out, by reason
 
 
 def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: RewardSpecValues,
                   since: datetime | None = None, until: datetime | None = None, staleness: int = STALENESS_VERSIONS,
-                  limit: int | None = None) -> Dataset:
+                  fresh_since: datetime | None = None, limit: int | None = None) -> Dataset:
     """The examples of one run; with `limit`, the most recent ones only, so that one organization's
-    backlog cannot hold a worker for hours."""
+    backlog cannot hold a worker for hours. With `fresh_since` (the last run's end, when the run's
+    window reaches further back), what was created before it and got no feedback after it was
+    trained on already: such examples are marked replayed."""
     trainable_check(org=org)
     behaviours = _behaviour_versions(incumbent, staleness)  # served name (None: base) -> is the incumbent
     candidates = _candidates(org, behaviours, since, until)
     events = _events_by_interaction(org, candidates, until)
     outcomes, steps = _task_credit(org, candidates, until)
+    renewed = _feedback_after(org, candidates, fresh_since, until) if fresh_since is not None else set()
     examples, ids, served_by, skipped = [], [], [], Counter()
     for interaction in candidates:
         if held_out(interaction.pk):
@@ -74,6 +78,7 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
         examples.append(Example(
             prompt_ids=tokens["prompt_ids"], completion_ids=tokens["completion_ids"], sampled_logprobs=tokens["logprobs"],
             reward=reward, group=_prompt_key(tokens["prompt_ids"]), behaviour_is_incumbent=behaviours[interaction.adapter],
+            replayed=fresh_since is not None and interaction.created_at <= fresh_since and interaction.pk not in renewed,
         ))
         ids.append(str(interaction.pk))
         served_by.append(interaction.adapter)
@@ -82,7 +87,8 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
         examples, ids, served_by = examples[-limit:], ids[-limit:], served_by[-limit:]
     examples = _share_lonely_groups(examples, served_by)
     return Dataset(examples=examples, interaction_ids=ids, sha256=_lineage_hash(ids, examples),
-                   off_policy=sum(not e.behaviour_is_incumbent for e in examples), skipped=dict(skipped))
+                   off_policy=sum(not e.behaviour_is_incumbent for e in examples), replayed=sum(e.replayed for e in examples),
+                   skipped=dict(skipped))
 
 
 def _behaviour_versions(incumbent: AdapterVersion | None, staleness: int) -> dict[str | None, bool]:
@@ -126,6 +132,15 @@ def _events_by_interaction(org: Organization, interactions: list[Interaction], u
     for interaction_id, event_type, value in rows:
         events[interaction_id].append((event_type, value))
     return events
+
+
+def _feedback_after(org: Organization, interactions: list[Interaction], since: datetime, until: datetime | None) -> set:
+    """The interactions that got feedback (their own, or their task's) received after `since`."""
+    received = _received_until(org, until).filter(received_at__gt=since)
+    own = set(received.filter(interaction__in=interactions).values_list("interaction_id", flat=True))
+    task_ids = {i.task_id for i in interactions if i.task_id is not None}
+    tasks = set(received.filter(task__in=task_ids).values_list("task_id", flat=True))
+    return own | {i.pk for i in interactions if i.task_id in tasks}
 
 
 def _task_credit(org: Organization, interactions: list[Interaction], until: datetime | None) -> tuple[dict, dict]:

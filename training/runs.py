@@ -165,12 +165,15 @@ def last_window_end(org: Organization, *, back: int = 0) -> datetime | None:
 def _train(run: TrainingRun) -> tuple[Path, dict]:
     spec = reward_spec_get(org=run.org, version=run.reward_spec_version)
     # Replayed windows reach one version further back each: their data was served by those versions.
+    # The last run's end cannot move while this run is active (one at a time): every attempt agrees on it.
     dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
-                            staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, limit=settings.TRAINING_MAX_EXAMPLES)
+                            staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, fresh_since=last_window_end(run.org),
+                            limit=settings.TRAINING_MAX_EXAMPLES)
     run.interaction_ids, run.dataset_sha256 = dataset.interaction_ids, dataset.sha256
-    run.dataset = {"examples": len(dataset.examples), "off_policy": dataset.off_policy, "skipped": dataset.skipped}
+    run.dataset = {"examples": len(dataset.examples), "off_policy": dataset.off_policy, "replayed": dataset.replayed,
+                   "skipped": dataset.skipped}
     _save_if_held(run, "interaction_ids", "dataset_sha256", "dataset")
-    if not dataset.examples:
+    if len(dataset.examples) == dataset.replayed:  # none, or only what earlier runs trained on
         raise Conflict(f"Nothing to train on: no interaction since the last run has both feedback and stored tokens "
                        f"(left out: {dataset.skipped or 'none'}).")
     work = run_work_dir(run)

@@ -95,6 +95,16 @@ def test_a_tasks_outcome_is_credited_to_its_steps(acme):
     assert [e.reward for e in dataset.examples] == [pytest.approx(0.25)] * 4
 
 
+def test_what_an_earlier_run_trained_on_is_replayed_unless_new_feedback_came_since(acme):
+    trained, renewed = served(acme.org), served(acme.org, feedback=("edit_accepted",))
+    last_run_end = timezone.now()
+    give(acme.org, renewed, "edit_persisted")
+    new = served(acme.org)
+    dataset = dataset_build(org=acme.org, incumbent=None, spec=SPEC, fresh_since=last_run_end)
+    replayed = {interaction_id: e.replayed for interaction_id, e in zip(dataset.interaction_ids, dataset.examples)}
+    assert replayed == {str(trained.pk): True, str(renewed.pk): False, str(new.pk): False} and dataset.replayed == 1
+
+
 def test_lonely_prompts_share_a_baseline_and_repeated_ones_keep_their_own(acme):
     served(acme.org, prompt=(1, 2)), served(acme.org, prompt=(1, 2)), served(acme.org, prompt=(9,))
     groups = [e.group for e in dataset_build(org=acme.org, incumbent=None, spec=SPEC).examples]

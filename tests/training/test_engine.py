@@ -230,6 +230,26 @@ def test_advantages_are_centered_per_group_and_scaled_by_one_batch_deviation():
     assert torch.equal(group_advantages([example(1.0, "a"), example(1.0, "a")]), torch.zeros(2))
 
 
+def test_a_replayed_example_teaches_only_what_beat_its_baseline():
+    def example(reward: float, replayed: bool) -> Example:
+        return Example(prompt_ids=[1], completion_ids=[2], sampled_logprobs=[-1.0], reward=reward, group="a", replayed=replayed)
+
+    fresh = group_advantages([example(-1.0, False), example(1.0, False), example(-1.0, False), example(1.0, False)])
+    replayed = group_advantages([example(-1.0, True), example(1.0, True), example(-1.0, False), example(1.0, False)])
+    assert torch.equal(replayed, fresh.clamp(min=0) * torch.tensor([1, 1, 0, 0]) + fresh * torch.tensor([0, 0, 1, 1]))
+
+
+def test_replayed_examples_that_teach_nothing_set_the_baseline_and_leave_the_run(base_model, examples, tmp_path):
+    rewarded, punished = examples[: len(PROMPTS)], examples[len(PROMPTS):]
+    replays = [replace(e, replayed=True, behaviour_is_incumbent=False) for e in rewarded[:2] + punished[:3]]
+    report = train(base_model_dir=base_model, incumbent_adapter_dir=None, examples=examples + replays, out_dir=tmp_path / "out",
+                   base_model_name=BASE_NAME, config=CONFIG, progress=False)
+    assert report.examples == len(examples) + 2  # the punished replays only counted in their groups' baselines
+    with pytest.raises(ValueError, match="Only replayed examples"):
+        train(base_model_dir=base_model, incumbent_adapter_dir=None, examples=replays, out_dir=tmp_path / "none",
+              base_model_name=BASE_NAME, config=CONFIG, progress=False)
+
+
 def test_the_engine_imports_nothing_of_django_or_the_platform():
     script = (
         "import sys, training.engine\n"

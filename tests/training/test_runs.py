@@ -30,7 +30,7 @@ def test_a_run_trains_on_its_organizations_feedback_and_registers_one_candidate(
 
     assert done.status == Status.SUCCEEDED and done.attempts == 1 and not done.error
     assert done.interaction_ids == [str(i.pk) for i in own]  # lineage: never another organization's
-    assert done.dataset == {"examples": 2, "off_policy": 0, "skipped": {}}
+    assert done.dataset == {"examples": 2, "off_policy": 0, "replayed": 0, "skipped": {}}
     candidate = done.candidate
     assert candidate.status == AdapterVersion.Status.CANDIDATE and candidate.org == acme.org
     assert candidate.parent is None and candidate.dataset_sha256 == done.dataset_sha256
@@ -129,6 +129,7 @@ def test_a_run_trains_again_on_the_windows_of_the_runs_it_replays(acme, training
     second_data = rated(acme.org, ("edit_rejected",), ("edit_persisted",))
     second = runs.run_execute(str(requested(acme.org).pk))
     assert second.since is None and second.interaction_ids == [str(i.pk) for i in first_data + second_data]
+    assert second.dataset["replayed"] == 2  # the first run's: their successes teach again, their failures only set baselines
 
     third_data = rated(acme.org, ("edit_persisted",), ("edit_reverted",))
     third = runs.run_execute(str(requested(acme.org).pk))

@@ -45,7 +45,7 @@ def run_fingerprint(*, config: TrainConfig, examples: Sequence[Example], base_mo
             if path.is_file():
                 digest.update(path.name.encode() + path.read_bytes())
     for e in examples:
-        digest.update(json.dumps([e.prompt_ids, e.completion_ids, e.sampled_logprobs, e.reward, repr(e.group), e.behaviour_is_incumbent]).encode())
+        digest.update(json.dumps([e.prompt_ids, e.completion_ids, e.sampled_logprobs, e.reward, repr(e.group), e.behaviour_is_incumbent, e.replayed]).encode())
     return digest.hexdigest()
 
 

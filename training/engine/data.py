@@ -20,6 +20,9 @@ class Example:
     reward: float  # distilled from feedback by the organization's reward spec
     group: Hashable  # examples that share a baseline: the same task or prompt family
     behaviour_is_incumbent: bool = True  # False when an older adapter version sampled it (off-policy)
+    # Trained on by an earlier run already, here again: it only teaches what beat its baseline
+    # (self-imitation), and counts in its group's baseline.
+    replayed: bool = False
 
     def __post_init__(self) -> None:
         if not self.prompt_ids or not self.completion_ids:
@@ -38,6 +41,10 @@ def group_advantages(examples: Sequence[Example]) -> torch.Tensor:
     a group whose answers differ a lot. An example alone in its group has advantage 0: there is
     nothing to compare it with. When every difference is 0 (below MIN_ADVANTAGE_STD) all
     advantages are 0 and only the KL anchor acts.
+
+    A replayed example's advantage is never below 0: an earlier run learnt from its failure
+    already, while a success, rare at first, is worth learning from again (self-imitation
+    learning's max(R - V, 0), Oh et al. 2018).
     """
     rewards = torch.tensor([e.reward for e in examples], dtype=torch.float64)  # (N,)
     members: dict[Hashable, list[int]] = defaultdict(list)
@@ -51,7 +58,8 @@ def group_advantages(examples: Sequence[Example]) -> torch.Tensor:
         centered /= std
     else:
         centered.zero_()
-    return centered.float()
+    replayed = torch.tensor([e.replayed for e in examples])  # (N,)
+    return centered.masked_fill(replayed & (centered < 0), 0.0).float()
 
 
 def step_schedule(count: int, *, epochs: int, batch_size: int, seed: int) -> list[list[int]]:

@@ -96,6 +96,8 @@ def train(
     """
     if not examples:
         raise ValueError("No examples to train on.")
+    if all(e.replayed for e in examples):
+        raise ValueError("Only replayed examples: a run needs new ones to train on.")
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} exists; adapter versions are never overwritten.")
     clock = _Clock()
@@ -121,6 +123,10 @@ def _setup(*, base_model_dir: Path, incumbent_adapter_dir: Path | None, examples
     # No weight decay: it would pull the adapter towards zero, a second anchor beside the KL term.
     optimizer = torch.optim.AdamW(trainable_parameters(policy).values(), lr=config.learning_rate, weight_decay=0.0)
     fingerprint = run_fingerprint(config=config, examples=examples, base_model_dir=base_model_dir, incumbent_adapter_dir=incumbent_adapter_dir)
+    # Replayed examples that teach nothing (advantage 0) set their group's baseline, then leave.
+    advantages = group_advantages(examples)  # (N,)
+    kept = [i for i, e in enumerate(examples) if not e.replayed or advantages[i] > 0]
+    examples, advantages = [examples[i] for i in kept], advantages[kept]
     # Computed before a checkpoint is restored: the proximal policy is the incumbent, not the resumed weights.
     proximal = _proximal_logprobs(policy, examples, config=config, device=device)
     totals = None
@@ -129,7 +135,7 @@ def _setup(*, base_model_dir: Path, incumbent_adapter_dir: Path | None, examples
     totals = totals or Totals()
     return _Run(
         config=config, device=device, policy=policy, optimizer=optimizer, examples=examples,
-        advantages=group_advantages(examples), proximal_logprobs=proximal,
+        advantages=advantages, proximal_logprobs=proximal,
         schedule=step_schedule(len(examples), epochs=config.epochs, batch_size=config.batch_size, seed=config.seed),
         fingerprint=fingerprint, totals=totals, resumed_from_step=totals.step,
     )

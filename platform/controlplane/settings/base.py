@@ -188,8 +188,8 @@ CANARY_POLICY = env_policy(CanaryPolicy, share="PLATFORM_CANARY_SHARE", min_inte
 TRAINING_WORK_DIR = env_str("PLATFORM_TRAINING_WORK_DIR", str(DATA_DIR / "training"))
 TRAINING_DEVICE = env_str("PLATFORM_TRAINING_DEVICE", "auto")  # "auto": CUDA when present, else CPU
 TRAINING_MAX_EXAMPLES = env_int("PLATFORM_TRAINING_MAX_EXAMPLES", 2048, minimum=1)  # per run, the most recent
-# Earlier runs' windows whose data a run trains on again, off-policy (docs/loop.md, "Replay").
-TRAINING_REPLAY_RUNS = env_int("PLATFORM_TRAINING_REPLAY_RUNS", 0, minimum=0)
+# Earlier runs' windows whose successes a run trains on again, off-policy (docs/loop.md, "Replay").
+TRAINING_REPLAY_RUNS = env_int("PLATFORM_TRAINING_REPLAY_RUNS", 2, minimum=0)
 TRAINING_LEASE_S = env_int("PLATFORM_TRAINING_LEASE_S", 120, minimum=2)
 TRAINING_MAX_ATTEMPTS = env_int("PLATFORM_TRAINING_MAX_ATTEMPTS", 3, minimum=1)
 TRAINING_REQUEUE_S = env_int("PLATFORM_TRAINING_REQUEUE_S", 1800, minimum=1)  # a queued run's message is resent after this
