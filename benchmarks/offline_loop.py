@@ -19,13 +19,15 @@ trained on as off-policy examples, as after a canary round (its figures: the cur
 With --replay K, the examples of the K cycles before train again, as replayed examples (only
 their successes teach: training.engine.data.group_advantages).
 
-Reports per cycle the edit-persisted rate with its 95 % Wilson interval, the rates of edits
-meeting the required preferences, invalid tool calls and asks on clear prompts, among correct
-edits the share meeting each of the persona's preferences (which dimension lags), the
-positive examples the cycle trained on, and the trainer's KL and clip fraction. Cycle 0 is the
-base model, the baseline of the same run. With several seeds (--seeds 0-9, run --jobs at a
-time), it ends with each persona's distribution over the seeds of the gain in points after
-each cycle (min, median, max) and how many seeds gained +30 or more by the last cycle.
+Reports per cycle the edit-persisted rate with its 95 % Wilson interval (and on clear prompts
+alone: an ambiguous prompt, one in five, is answered right by an ask, so per request the rate
+stays under about 76 %), the rates of edits meeting the required preferences, invalid tool
+calls and asks on clear prompts, among correct edits the share meeting each of the persona's
+preferences (which dimension lags), the positive examples the cycle trained on, and the
+trainer's KL and clip fraction. Cycle 0 is the base model, the baseline of the same run. With
+several seeds (--seeds 0-9, run --jobs at a time), it ends with each persona's distribution
+over the seeds of the gain in points after each cycle (min, median, max) and how many seeds
+gained +30 or more by the last cycle.
 """
 
 import argparse
@@ -173,6 +175,7 @@ def rates(judged, persona: Persona) -> dict:
             for dimension, value in preferences.items():
                 meets[dimension] += getattr(verdict.style, dimension) == value
         counts["persisted"] += "edit_persisted" in types
+        counts["persisted_on_clear"] += "edit_persisted" in types and clear  # an ambiguous prompt's edit never persists
         counts["accepted"] += "edit_accepted" in types  # correct and every required preference met
         counts["invalid"] += isinstance(response, Invalid)
         if isinstance(response, Invalid):
@@ -182,6 +185,7 @@ def rates(judged, persona: Persona) -> dict:
     n = len(judged)
     low, high = wilson_interval(counts["persisted"], n)
     return {"persisted": round(counts["persisted"] / n, 4), "persisted_ci": [round(low, 4), round(high, 4)],
+            "persisted_on_clear": round(counts["persisted_on_clear"] / max(counts["clear"], 1), 4),
             "accepted": round(counts["accepted"] / n, 4), "invalid": round(counts["invalid"] / n, 4),
             "ask_on_clear": round(counts["ask_on_clear"] / max(counts["clear"], 1), 4),
             "meets": {dimension: round(meets[dimension] / max(counts["correct"], 1), 3) for dimension in preferences},
@@ -228,7 +232,8 @@ def report(results: dict, *, config: TrainConfig, weights: dict) -> str:
             train = (f"   KL {r['kl']:.4f}, from incumbent {r['incumbent_kl']:.4f} at most, clip {r['clip']:.3f}, "
                      f"{r['positives']} persisted in its data, {r['train_s']:.0f} s") if "kl" in r else ""
             meets = " ".join(f"{dimension} {share:.0%}" for dimension, share in r["meets"].items())
-            lines.append(f"  cycle {r['cycle']}: persisted {r['persisted']:6.1%} [{lo:.1%}, {hi:.1%}]  accepted {r['accepted']:6.1%}  "
+            lines.append(f"  cycle {r['cycle']}: persisted {r['persisted']:6.1%} [{lo:.1%}, {hi:.1%}] ({r['persisted_on_clear']:.1%} on clear "
+                         f"prompts)  accepted {r['accepted']:6.1%}  "
                          f"invalid {r['invalid']:5.1%}  asks on clear {r['ask_on_clear']:5.1%}  meets: {meets}{train}")
     lines.append("gain in points after each cycle over the seeds (min / median / max); seeds reaching "
                  f"+{TARGET_GAIN * 100:.0f} by the last cycle; the highest invalid-call rate of any cycle")

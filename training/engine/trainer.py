@@ -29,7 +29,7 @@ class TrainReport:
     adapter_dir: Path | None  # the saved adapter, when finished
     steps: int  # optimizer steps done by the whole run, resumed part included
     resumed_from_step: int  # 0 for a run that started afresh
-    examples: int
+    examples: int  # trained on: replayed examples that teach nothing are left out
     completion_tokens: int  # completion tokens trained on, over all epochs
     tokens_per_second: float  # prompt and completion tokens through forward and backward, per second of this process's training
     mean_loss: float  # mean of the steps' losses
