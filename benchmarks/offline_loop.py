@@ -61,6 +61,7 @@ from serving.policies import Thresholds  # noqa: E402
 from training.engine import Example, TrainConfig, train  # noqa: E402
 from training.engine.step import sample_completions  # noqa: E402
 from training.rewards import RewardSpecValues, interaction_reward  # noqa: E402
+from training.datasets import share_lonely_groups  # noqa: E402
 from training.steps import step_choose  # noqa: E402
 
 BASE_MODEL_NAME = "demo-base"
@@ -132,15 +133,18 @@ def run_persona(name: str, *, seed: int, model_dir: Path, config: TrainConfig, s
             row = {"cycle": cycle, **rates(judged[:current], persona)}  # the current policy's figures only
             if cycle < args.cycles:
                 examples = [
-                    Example(prompt_ids=ids[0], completion_ids=ids[1], sampled_logprobs=ids[2], group=(prompt, cycle - (k >= current)),
+                    Example(prompt_ids=ids[0], completion_ids=ids[1], sampled_logprobs=ids[2], group=prompt,
                             reward=interaction_reward(spec=spec, events=[(e.type, e.value) for e in events], latency_ms=None),
                             behaviour_is_incumbent=k < current)
                     for k, ((prompt, _, events), (_, _, ids)) in enumerate(zip(judged, samples + stale))
                 ]
-                replayed = [replace(e, behaviour_is_incumbent=False, replayed=True) for old in history[max(0, len(history) - args.replay):] for e in old]
-                history.append(examples)
+                sampled_by = [cycle if k < current else cycle - 1 for k in range(len(examples))]  # the policy of which cycle
+                replayed = [(replace(e, behaviour_is_incumbent=False, replayed=True), by)
+                            for old in history[max(0, len(history) - args.replay):] for e, by in old]
+                history.append(list(zip(examples, sampled_by)))
+                trained_on = share_lonely_groups(examples + [e for e, _ in replayed], sampled_by + [by for _, by in replayed])
                 out = Path(scratch) / f"cycle-{cycle + 1}"
-                result = train(base_model_dir=model_dir, incumbent_adapter_dir=adapter, examples=_share_lonely(examples + replayed), out_dir=out,
+                result = train(base_model_dir=model_dir, incumbent_adapter_dir=adapter, examples=trained_on, out_dir=out,
                                base_model_name=BASE_MODEL_NAME, config=config, progress=False)
                 if args.step_search:  # as a platform run does before its gates (training/steps.py)
                     choice = step_choose(suite=DemoGlobalSuite(), base_model_dir=model_dir, incumbent_adapter_dir=adapter,
@@ -190,14 +194,6 @@ def rates(judged, persona: Persona) -> dict:
             "ask_on_clear": round(counts["ask_on_clear"] / max(counts["clear"], 1), 4),
             "meets": {dimension: round(meets[dimension] / max(counts["correct"], 1), 3) for dimension in preferences},
             "invalid_reasons": dict(reasons)}
-
-
-def _share_lonely(examples: list[Example]) -> list[Example]:
-    """As the dataset builder does: examples are grouped by prompt, and one alone with its prompt
-    shares a baseline with the others the same policy sampled (each example's group is (prompt,
-    the cycle whose policy sampled it) until here)."""
-    sizes = Counter(prompt for prompt, _ in (e.group for e in examples))
-    return [replace(e, group=e.group[0] if sizes[e.group[0]] > 1 else ("shared", e.group[1])) for e in examples]
 
 
 def summary(results: dict[str, list[dict]]) -> dict:

@@ -17,6 +17,7 @@ builds the same dataset again (a run's later attempts rely on it).
 import hashlib
 import json
 from collections import Counter, defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -85,7 +86,7 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
     if limit is not None and len(examples) > limit:
         skipped["beyond the run's limit (older)"] += len(examples) - limit
         examples, ids, served_by = examples[-limit:], ids[-limit:], served_by[-limit:]
-    examples = _share_lonely_groups(examples, served_by)
+    examples = share_lonely_groups(examples, served_by)
     return Dataset(examples=examples, interaction_ids=ids, sha256=_lineage_hash(ids, examples),
                    off_policy=sum(not e.behaviour_is_incumbent for e in examples), replayed=sum(e.replayed for e in examples),
                    skipped=dict(skipped))
@@ -161,7 +162,7 @@ def _prompt_key(prompt_ids: list[int]) -> str:
     return hashlib.sha256(json.dumps(prompt_ids).encode()).hexdigest()[:16]
 
 
-def _share_lonely_groups(examples: list[Example], served_by: list[str | None]) -> list[Example]:
+def share_lonely_groups(examples: list[Example], served_by: list[Hashable]) -> list[Example]:
     """An example alone with its prompt would get no advantage (nothing to compare it with):
     such examples share a baseline with the others that the same version served instead. One
     baseline per version, because an older version earns less on average: a baseline shared
