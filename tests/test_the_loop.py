@@ -52,9 +52,10 @@ def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_mod
     for tenant in (acme, globex):  # each organization's own canary policy, which the worker must read
         policy = {"min_interactions": 10, "latency": 2.0}  # requests one at a time: the adapter's CPU cost shows whole
         assert tenant.client.put("/api/v1/canary-policy", policy, format="json").status_code == 200
-        # Both models write invalid calls nearly always: on the tiny suite, 8 passes show them alike within
-        # 2.4 points, not the default 2; the guardrails' power is tested in tests/serving/test_gates.py.
-        thresholds = {"invalid_tool_call_rate": 0.05, "valid_tool_call_rate": 0.05}
+        # Both models write invalid calls nearly always and ask now and then: on the tiny suite, 8 passes
+        # show them alike within a few points, not always within the defaults' 2 and 3 (a CI run blocked
+        # on asks); the guardrails' power is tested in tests/serving/test_gates.py.
+        thresholds = {"invalid_tool_call_rate": 0.05, "valid_tool_call_rate": 0.05, "ask_rate_on_clear": 0.06}
         assert tenant.client.put("/api/v1/gate-thresholds", thresholds, format="json").status_code == 200
     served = {t.org.slug: serve_and_rate(gateway, t, calls=30) for t in (acme, globex)}
 
