@@ -57,10 +57,14 @@ def interaction_record(
 
     Redaction happens before encryption, so a secret never reaches the database even as
     ciphertext; in zero-retention mode the text is dropped here and never written anywhere.
-    The policy is read under a share lock (tenants/locking.py): a switch to zero retention
-    waits for recordings in flight, then purges them too. Token ids spell the text they
-    encode, so they are kept only when redaction found nothing to replace.
+    It also happens before the write transaction, under the policy as read then: on SQLite that
+    transaction holds every organization's writes, so it must cost milliseconds whatever the
+    content. Inside, the policy is read again under a share lock (tenants/locking.py): a switch
+    to zero retention waits for recordings in flight, then purges them too, and one that turned
+    redaction on in between is honoured. Token ids spell the text they encode, so they are kept
+    only when redaction found nothing to replace.
     """
+    prepared = _Sealable.prepare(content, policy_get(org=org))
     with transaction.atomic():
         lock_for_share(PrivacyPolicy.objects.for_org(org))
         policy = policy_get(org=org)
@@ -69,18 +73,35 @@ def interaction_record(
             latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         )
         if policy.store_content:
-            messages, completion = content.messages, content.completion
-            if policy.redact:
-                messages, found_in_messages = redaction.redact_messages(messages)
-                redacted = redaction.redact(completion)
-                completion = redacted.text
-                interaction.redactions = found_in_messages + len(redacted.findings)
-            payload = {"messages": messages, "completion": completion}
-            if content.tokens is not None and not interaction.redactions:
-                payload["tokens"] = content.tokens.as_dict()
-            data_keys.interaction_content_seal(interaction=interaction, payload=payload)
+            if prepared.payload is None or (policy.redact and not prepared.redacted):  # changed since: rare
+                prepared = _Sealable.prepare(content, policy)
+            interaction.redactions = prepared.redactions
+            data_keys.interaction_content_seal(interaction=interaction, payload=prepared.payload)
         interaction.save(force_insert=True)
     return interaction
+
+
+@dataclass(frozen=True)
+class _Sealable:
+    """What of a completion's content is stored, under one reading of the policy."""
+
+    payload: dict | None
+    redacted: bool
+    redactions: int = 0
+
+    @classmethod
+    def prepare(cls, content: InteractionContent, policy: PrivacyPolicy) -> "_Sealable":
+        if not policy.store_content:
+            return cls(payload=None, redacted=False)
+        messages, completion, redactions = content.messages, content.completion, 0
+        if policy.redact:
+            messages, found_in_messages = redaction.redact_messages(messages)
+            redacted = redaction.redact(completion)
+            completion, redactions = redacted.text, found_in_messages + len(redacted.findings)
+        payload = {"messages": messages, "completion": completion}
+        if content.tokens is not None and not redactions:
+            payload["tokens"] = content.tokens.as_dict()
+        return cls(payload=payload, redacted=policy.redact, redactions=redactions)
 
 
 def interaction_get(*, org: Organization, interaction_id) -> Interaction:

@@ -64,8 +64,11 @@ rescanned where a redaction may have exposed a neighbour, so ``redact`` is
 idempotent. Nothing here touches detect-secrets' global settings or network
 verification: we call the plugins' regexes and ``analyze_string`` directly,
 never ``analyze_line`` (which reads global settings and may call ``verify()``,
-i.e. the vendor's API). Speed (~1 MB/s on code): the costly regexes only run on
-lines holding a cheap literal cue (see ``scan.Scan.lines_with``).
+i.e. the vendor's API). Speed: the costly regexes only run on lines holding a
+cheap literal cue (see ``scan.Scan.lines_with``), once per line however many
+cues it holds, and the costliest checks within a budget per byte of text
+(``scan.CheckBudget``), so hostile text costs a bounded multiple of code's time
+(benchmarks/redaction_throughput.py).
 
 Layout: this module holds the entry points, the detectors' registry and the
 merging of their findings; ``scan`` the state they share; ``private_keys``,
@@ -241,6 +244,8 @@ def _marker_lines(text: str) -> list[tuple[int, int]]:
     """Spans of the lines holding a marker, adjacent lines joined."""
     spans: list[tuple[int, int]] = []
     for marker in MARKER_RE.finditer(text):
+        if spans and marker.start() < spans[-1][1]:
+            continue  # on a line already taken: looking for its ends again would make a long line quadratic
         start = text.rfind("\n", 0, marker.start()) + 1
         end = text.find("\n", marker.end())
         end = len(text) if end == -1 else end

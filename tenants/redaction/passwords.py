@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins import keyword
 
-from tenants.redaction.scan import Finding, Scan
+from tenants.redaction.scan import CheckBudget, Finding, Scan
 
 
 _KEYWORD_PATTERNS: dict[re.Pattern[str], int] = {
@@ -50,7 +50,12 @@ _VALUE_FIRST = (
     _NETRC,
 )
 _KEY_FIRST = tuple(regex for regex in _KEYWORD_GROUPS if regex not in _VALUE_FIRST)
+# How far past its keyword an assignment is read. Some of the patterns above read an unquoted
+# value to the end of the line, so on a long line with many keywords an unbounded match is
+# quadratic; a longer quoted value is not a password anyone types.
+_MAX_ASSIGNMENT = 512
 _KEYWORD_WORD = re.compile(_KEYWORDS, re.IGNORECASE)
+_ANY_ASSIGNMENT = re.compile(_KEYWORDS + _ASSIGN + r"""(?:(["'`])([^"'`\n]+)\1|([^\s"'`]+))""", re.IGNORECASE)
 # Lowercase cues covering every keyword above; runs on lowered text.
 _KEYWORD_GATE = re.compile(r"pass|pwd|secret|key|contras")
 _KEY_CHARS = re.compile(r"[\w\-]*")
@@ -84,22 +89,28 @@ _QUOTES = "\"'`"
 
 
 def detect(scan: Scan) -> Iterator[Finding]:
+    budget = scan.budget(bytes_per_check=400, free=100)  # the patterns and filters: ~50 us a keyword
     for line_start, line in scan.lines_with(_KEYWORD_GATE):
-        for start, end in _keyword_values(line):
+        for start, end in _keyword_values(line, budget):
             yield Finding("password", line_start + start, line_start + end)
 
 
-def _keyword_values(line: str) -> Iterator[tuple[int, int]]:
+def _keyword_values(line: str, budget: CheckBudget) -> Iterator[tuple[int, int]]:
     key_starts = [hit.start() for hit in _KEYWORD_WORD.finditer(line)]
     if not key_starts:
         return
-    matches = [m for regex in _KEY_FIRST for pos in key_starts if (m := regex.match(line, pos))]
+    checked = [pos for pos in key_starts if budget.spend()]
+    matches = [m for regex in _KEY_FIRST for pos in checked if (m := regex.match(line, pos, pos + _MAX_ASSIGNMENT))]
     matches += (m for regex in _VALUE_FIRST for m in regex.finditer(line))
     for match in matches:
         group = _KEYWORD_GROUPS[match.re]
         span = _value_span(line, match.start(group), match.end(group))
         if span and _is_secret_value(line, match, span):
             yield span
+    for pos in key_starts[len(checked):]:  # past the budget: any assigned value, unfiltered
+        if match := _ANY_ASSIGNMENT.match(line, pos, pos + _MAX_ASSIGNMENT):
+            if span := _value_span(line, match.start(match.lastindex), match.end(match.lastindex)):
+                yield span
 
 
 def _value_span(line: str, start: int, end: int) -> tuple[int, int] | None:

@@ -42,15 +42,21 @@ def _emails(scan: Scan) -> Iterator[Finding]:
         domain = match.group(1).lower()
         if match.group(2).lower() in _FILE_EXTENSION_TLDS or domain.startswith(("self.", "cls.")):
             continue  # a file name, or Python's matrix multiply: x@self.weight
-        if text.startswith(":", match.end()) or _in_url_authority(text, match.start()):
+        if text.startswith(":", match.end()) or _in_url_authority(scan, match.start()):
             continue  # git@github.com:org/repo (scp syntax), https://user:pw@host
         yield Finding("email", match.start(), match.end())
 
 
-def _in_url_authority(text: str, pos: int) -> bool:
-    line_start = text.rfind("\n", 0, pos) + 1
-    scheme = text.rfind("://", line_start, pos)
-    return scheme != -1 and not re.search(r"[\s/\"'<>]", text[scheme + 3 : pos])
+def _in_url_authority(scan: Scan, pos: int) -> bool:
+    # Looked for within a bounded reach, so that many addresses on one long line cost its length
+    # once; an authority longer than that is redacted, which errs on the safe side.
+    text, (line_start, _) = scan.text, scan.line_bounds(pos)
+    scheme = text.rfind("://", max(line_start, pos - _AUTHORITY_REACH), pos)
+    return scheme != -1 and not _AUTHORITY_BREAK.search(text, scheme + 3, pos)
+
+
+_AUTHORITY_REACH = 256
+_AUTHORITY_BREAK = re.compile(r"[\s/\"'<>]")
 
 
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
@@ -128,9 +134,13 @@ _COUNTRY_PREFIX = re.compile(r"^\+\d{1,3}[ .-]?")
 
 
 def _phones(scan: Scan) -> Iterator[Finding]:
-    text = scan.text
+    text, budget = scan.text, scan.budget(bytes_per_check=1_000, free=50)  # the matcher: ~0.2-1 ms a window
     for candidate in _PHONE_CANDIDATE.finditer(text):
         if not _is_phone_candidate(text, candidate):
+            continue
+        if not budget.spend():
+            if _looks_like_phone(candidate.group()):
+                yield Finding("phone", candidate.start(), candidate.end())
             continue
         line_start, line = scan.line_at(candidate.start())
         lo = max(line_start, candidate.start() - _PHONE_WINDOW)

@@ -35,28 +35,55 @@ def mask_markers(text: str) -> str:
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
+class CheckBudget:
+    """How many more costly checks (a phone-number parse, a password's filters) one detector
+    may run on a text: one per `bytes_per_check` bytes of it, beyond a first `free` ones. Past
+    that, the detector redacts candidates on their cheap shape alone. Text that dense with cues
+    is a dump or an attack; erring towards redaction keeps it safe while the cost per byte stays
+    bounded (docs/figures.md)."""
+
+    def __init__(self, text_length: int, *, bytes_per_check: int, free: int) -> None:
+        self.left = max(free, text_length // bytes_per_check)
+
+    def spend(self) -> bool:
+        """Whether a check may run; False once they are spent."""
+        self.left -= 1
+        return self.left >= 0
+
+
 class Scan:
     def __init__(self, text: str) -> None:
         self.text = text
         self.lower = text.translate(_ASCII_LOWER)
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
+    def budget(self, *, bytes_per_check: int, free: int) -> CheckBudget:
+        """A fresh budget of costly checks for one detector on this text."""
+        return CheckBudget(len(self.text), bytes_per_check=bytes_per_check, free=free)
+
     def line_at(self, pos: int) -> tuple[int, str]:
         """The line holding ``pos`` (without its line break) and its start offset."""
+        start, end = self.line_bounds(pos)
+        return start, self.text[start:end]
+
+    def line_bounds(self, pos: int) -> tuple[int, int]:
+        """Where the line holding ``pos`` starts and ends (before its line break), without
+        copying it: a long line with many cues must cost its length once, not once per cue."""
         i = bisect.bisect_right(self._line_starts, pos) - 1
         start = self._line_starts[i]
         end = self._line_starts[i + 1] - 1 if i + 1 < len(self._line_starts) else len(self.text)
-        return start, self.text[start:end].rstrip("\r")
+        if end > start and self.text[end - 1] == "\r":
+            end -= 1
+        return start, end
 
     def lines_with(self, gate: re.Pattern[str]) -> Iterator[tuple[int, str]]:
         """Lines whose lowered text holds the gate's cue, with their start offsets.
 
         Gates are cheap lowercase cues without which a costly regex cannot match;
-        the costly regex then runs on those lines only.
+        the costly regex then runs on those lines only, once per line.
         """
-        last = -1
-        for cue in gate.finditer(self.lower):
-            line_start, line = self.line_at(cue.start())
-            if line_start != last:
-                last = line_start
-                yield line_start, line
+        pos = 0
+        while cue := gate.search(self.lower, pos):
+            start, end = self.line_bounds(cue.start())
+            yield start, self.text[start:end]
+            pos = end + 1  # the next cue on a later line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -286,6 +287,52 @@ def test_redaction_is_idempotent_and_its_offsets_are_consistent(text: str) -> No
 @given(st.text(max_size=200))
 def test_redaction_is_deterministic(text: str) -> None:
     assert redact(text) == redact(text)
+
+
+# --------------------------------------------------------------------------- #
+# Cost: linear on hostile text, bounded where cues are dense                    #
+# --------------------------------------------------------------------------- #
+
+def _cpu_seconds(text: str) -> float:
+    runs = []
+    for _ in range(3):  # the fastest of three: the least disturbed by other load
+        start = time.process_time()
+        redact(text)
+        runs.append(time.process_time() - start)
+    return min(runs)
+
+
+@pytest.fixture(scope="module")
+def ordinary_code_seconds() -> float:
+    from benchmarks.redaction_throughput import CASES
+
+    return _cpu_seconds(CASES["ordinary code (baseline)"](96_000))
+
+
+@pytest.mark.parametrize("case", [
+    "one line: password assignments", "many short lines: password assignments", "one line: phone numbers",
+    "one line: phone-like digit groups", "one line: email addresses after a URL", "one line: redaction markers",
+])
+def test_hostile_text_costs_a_bounded_multiple_of_ordinary_code_and_grows_linearly(case: str, ordinary_code_seconds) -> None:
+    """Lines dense with cues once cost their length per cue (76k characters of password cues
+    took 1.8 s) and a phone-number parse per candidate (20-60x ordinary code's time per byte).
+    Measured against ordinary code in the same run (benchmarks/redaction_throughput.py): below
+    8x now; eight times the text about eight times the time (quadratic: 64)."""
+    from benchmarks.redaction_throughput import CASES
+
+    short, long = _cpu_seconds(CASES[case](12_000)), _cpu_seconds(CASES[case](96_000))
+    assert long / ordinary_code_seconds < 12
+    assert long / short < 14
+
+
+@pytest.mark.parametrize(("unit", "kind"), [
+    ('db_password="Zq8{i:04d}xYw"', "password"), ("secret: Zq8{i:04d}xYw", "password"), ("+1 415 555 {i:04d}", "phone"),
+])
+def test_past_its_check_budget_a_dense_text_is_still_redacted_whole(unit: str, kind: str) -> None:
+    text = " ".join(unit.format(i=i) for i in range(3_000))
+    redacted = redact(text)
+    assert len(redacted.findings) == 3_000 and {f.kind for f in redacted.findings} == {kind}
+    assert "Zq8" not in redacted.text and "415 555" not in redacted.text
 
 
 # --------------------------------------------------------------------------- #

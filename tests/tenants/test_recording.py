@@ -1,0 +1,67 @@
+"""Recording under load from another organization: what one recording may hold while it runs."""
+
+from django.db import connection
+
+from tenants import recording
+from tenants.models import Interaction, PrivacyPolicy
+from tenants.recording import InteractionContent, interaction_content, interaction_record
+from tests.factories import make_tenant
+
+SECRET = 'password = "hunter2-correct-horse"'
+
+
+def _record(org) -> Interaction:
+    return interaction_record(org=org, content=InteractionContent([{"role": "user", "content": SECRET}], "ok"), source="api")
+
+
+def test_redaction_runs_before_the_write_transaction(transactional_db, monkeypatch):
+    """On SQLite the write transaction holds every organization's writes: redaction, whose cost
+    grows with the content, must be over before it opens."""
+    org = make_tenant("Acme").org
+    in_transaction = []
+    redact_messages = recording.redaction.redact_messages
+
+    def watched(messages):
+        in_transaction.append(connection.in_atomic_block)
+        return redact_messages(messages)
+
+    monkeypatch.setattr(recording.redaction, "redact_messages", watched)
+    interaction = _record(org)
+    assert in_transaction == [False]
+    assert SECRET not in str(interaction_content(interaction=interaction))
+
+
+def test_redaction_turned_on_while_a_recording_was_redacting_is_honoured(transactional_db, monkeypatch):
+    org = make_tenant("Acme", redact=False).org
+    policy_get = recording.policy_get
+    reads = []
+
+    def switched_after_the_first_read(*, org):
+        policy = policy_get(org=org)
+        if not reads:
+            PrivacyPolicy.objects.for_org(org).update(redact=True)
+        reads.append(policy.redact)
+        return policy
+
+    monkeypatch.setattr(recording, "policy_get", switched_after_the_first_read)
+    interaction = _record(org)
+    assert reads == [False, True]
+    assert interaction.redactions == 1 and SECRET not in str(interaction_content(interaction=interaction))
+
+
+def test_zero_retention_turned_on_while_a_recording_was_redacting_stores_no_text(transactional_db, monkeypatch):
+    org = make_tenant("Acme").org
+    policy_get = recording.policy_get
+    reads = []
+
+    def switched_after_the_first_read(*, org):
+        policy = policy_get(org=org)
+        if not reads:
+            PrivacyPolicy.objects.for_org(org).update(store_content=False)
+        reads.append(policy.store_content)
+        return policy
+
+    monkeypatch.setattr(recording, "policy_get", switched_after_the_first_read)
+    interaction = _record(org)
+    assert reads == [True, False]
+    assert Interaction.objects.for_org(org).get(pk=interaction.pk).content is None
