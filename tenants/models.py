@@ -143,7 +143,6 @@ class Interaction(models.Model):
     source = models.CharField(max_length=10, choices=Source.choices)
     adapter = models.CharField(max_length=100, null=True)  # served name, e.g. "acme@v3"; null: base
     task = models.ForeignKey(BackgroundTask, on_delete=models.SET_NULL, null=True, related_name="interactions")
-    end_user = models.CharField(max_length=200, null=True)
     latency_ms = models.FloatField(null=True)
     prompt_tokens = models.PositiveIntegerField(null=True)
     completion_tokens = models.PositiveIntegerField(null=True)

@@ -62,19 +62,21 @@ def interaction_record(
     content. Inside, the policy is read again under a share lock (tenants/locking.py): a switch
     to zero retention waits for recordings in flight, then purges them too, and one that turned
     redaction on in between is honoured. Token ids spell the text they encode, so they are kept
-    only when redaction found nothing to replace.
+    only when redaction found nothing to replace. The end user's identifier (the OpenAI `user`
+    field) is personal data: it is sealed with the content, purged with it, and never stored in
+    zero-retention mode; canary assignment hashes it from the request, not from storage.
     """
-    prepared = _Sealable.prepare(content, policy_get(org=org))
+    prepared = _Sealable.prepare(content, end_user, policy_get(org=org))
     with transaction.atomic():
         lock_for_share(PrivacyPolicy.objects.for_org(org))
         policy = policy_get(org=org)
         interaction = Interaction(
-            id=interaction_id or uuid.uuid4(), org=org, source=source, adapter=adapter, task=task, end_user=end_user,
+            id=interaction_id or uuid.uuid4(), org=org, source=source, adapter=adapter, task=task,
             latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         )
         if policy.store_content:
             if prepared.payload is None or (policy.redact and not prepared.redacted):  # changed since: rare
-                prepared = _Sealable.prepare(content, policy)
+                prepared = _Sealable.prepare(content, end_user, policy)
             interaction.redactions = prepared.redactions
             data_keys.interaction_content_seal(interaction=interaction, payload=prepared.payload)
         interaction.save(force_insert=True)
@@ -90,7 +92,7 @@ class _Sealable:
     redactions: int = 0
 
     @classmethod
-    def prepare(cls, content: InteractionContent, policy: PrivacyPolicy) -> "_Sealable":
+    def prepare(cls, content: InteractionContent, end_user: str | None, policy: PrivacyPolicy) -> "_Sealable":
         if not policy.store_content:
             return cls(payload=None, redacted=False)
         messages, completion, redactions = content.messages, content.completion, 0
@@ -101,6 +103,8 @@ class _Sealable:
         payload = {"messages": messages, "completion": completion}
         if content.tokens is not None and not redactions:
             payload["tokens"] = content.tokens.as_dict()
+        if end_user is not None:
+            payload["end_user"] = end_user
         return cls(payload=payload, redacted=policy.redact, redactions=redactions)
 
 

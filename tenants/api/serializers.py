@@ -210,7 +210,7 @@ class InteractionSerializer(serializers.Serializer):
     source = serializers.CharField()
     adapter = serializers.CharField(allow_null=True)
     task_id = serializers.UUIDField(allow_null=True)
-    end_user = serializers.CharField(allow_null=True)
+    end_user = serializers.SerializerMethodField(help_text="The `user` the request named; sealed and purged with the content.")
     latency_ms = serializers.FloatField(allow_null=True)
     prompt_tokens = serializers.IntegerField(allow_null=True)
     completion_tokens = serializers.IntegerField(allow_null=True)
@@ -223,6 +223,9 @@ class InteractionSerializer(serializers.Serializer):
         # Decrypt once per row, not once per content field.
         self._content = recording.interaction_content(interaction=instance) or {}
         return super().to_representation(instance)
+
+    def get_end_user(self, instance) -> str | None:
+        return self._content.get("end_user")
 
     def get_messages(self, instance) -> list[dict] | None:
         return self._content.get("messages")

@@ -25,7 +25,7 @@ def test_the_openai_client_gets_a_recorded_completion_with_matching_logprobs(gat
     assert completion.choices[0].logprobs is None  # not asked for
 
     row = stored(acme.org, completion.id)
-    assert (row.source, row.adapter, row.end_user) == ("gateway", None, "dev-1")
+    assert (row.source, row.adapter, interaction_content(interaction=row)["end_user"]) == ("gateway", None, "dev-1")
     assert row.completion_tokens == completion.usage.completion_tokens and row.latency_ms > 0
     content = interaction_content(interaction=row)
     assert content["completion"] == completion.choices[0].message.content

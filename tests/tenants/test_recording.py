@@ -5,6 +5,7 @@ from django.db import connection
 from tenants import recording
 from tenants.models import Interaction, PrivacyPolicy
 from tenants.recording import InteractionContent, interaction_content, interaction_record
+from tenants.retention import content_purge_all
 from tests.factories import make_tenant
 
 SECRET = 'password = "hunter2-correct-horse"'
@@ -65,3 +66,22 @@ def test_zero_retention_turned_on_while_a_recording_was_redacting_stores_no_text
     interaction = _record(org)
     assert reads == [True, False]
     assert Interaction.objects.for_org(org).get(pk=interaction.pk).content is None
+
+
+def test_the_end_user_is_sealed_with_the_content_and_purged_with_it(acme):
+    interaction = interaction_record(org=acme.org, content=InteractionContent([{"role": "user", "content": "x"}], "y"),
+                                     source="gateway", end_user="jane.doe@acme.example")
+    row = Interaction.objects.for_org(acme.org).filter(pk=interaction.pk).values().get()
+    assert "jane.doe" not in repr(row)  # no plaintext column holds it
+    url = f"/api/v1/interactions/{interaction.pk}"
+    assert acme.client.get(url).json()["end_user"] == "jane.doe@acme.example"
+    content_purge_all(org=acme.org)
+    assert acme.client.get(url).json()["end_user"] is None
+
+
+def test_zero_retention_stores_no_end_user(acme):
+    acme.client.put("/api/v1/privacy-policy", {"store_content": False, "training_enabled": False}, format="json")
+    interaction = interaction_record(org=acme.org, content=InteractionContent([{"role": "user", "content": "x"}], "y"),
+                                     source="gateway", end_user="jane.doe@acme.example")
+    assert "jane.doe" not in repr(Interaction.objects.for_org(acme.org).filter(pk=interaction.pk).values().get())
+    assert acme.client.get(f"/api/v1/interactions/{interaction.pk}").json()["end_user"] is None
