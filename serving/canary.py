@@ -1,9 +1,9 @@
 """The canary: the candidate's share of end users against the incumbent's, on live traffic,
 with the seed's A/B metrics, judged on every tick by the sequential rule of serving.canary_rule.
 
-Each arm is the interactions it served since the canary started whose outcome is known: an
-accepted edit counts only once it persisted or was reverted, since that verdict arrives hours
-later and counting it early would favour whichever arm served less recently.
+Each arm is the interactions the gateway served with its version since the canary started whose
+outcome is known: an accepted edit counts only once it persisted or was reverted, since that
+verdict arrives hours later and counting it early would favour whichever arm served less recently.
 """
 
 from datetime import datetime, timedelta
@@ -46,7 +46,9 @@ def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: 
 
 
 def _arm(org: Organization, served_by: str | None, since: datetime) -> Arm:
-    interactions = Interaction.objects.for_org(org).filter(created_at__gte=since)
+    # Served by the gateway only: a recording through the API names its adapter and latency
+    # itself, and any key may make one.
+    interactions = Interaction.objects.for_org(org).filter(created_at__gte=since, source=Interaction.Source.GATEWAY)
     interactions = interactions.filter(adapter=served_by) if served_by else interactions.filter(adapter__isnull=True)
 
     def has(*types: str):

@@ -18,7 +18,7 @@ from django.utils import timezone
 from serving.canary import PROMOTE, ROLL_BACK, WAIT, CanaryPolicy, CanaryReport, canary_evaluate
 from serving.models import AdapterVersion
 from tenants.models import Interaction
-from tests.factories import give, registered_adapter, served
+from tests.factories import give, record, registered_adapter, served
 
 MINIMUM = 40  # interactions a side before a verdict, in these tests
 CHECKS = {"edit_persisted_rate", "dissatisfied_rate", "latency"}
@@ -194,6 +194,21 @@ def test_another_organizations_traffic_is_in_neither_arm(acme, globex, candidate
     report = verdict(acme.org, candidate, started)
     assert report.incumbent.interactions == MINIMUM
     assert report.decision == PROMOTE and failed(report) == set()
+
+
+def test_only_what_the_gateway_served_counts_in_an_arm(acme, viewer, candidate, started):
+    """A viewer's key could record interactions naming any adapter, with any latency, through
+    POST /api/v1/interactions, and so promote or roll back a canary; those recordings (and
+    external ones naming no adapter, which fell into the base model's arm) are in neither arm."""
+    arm(acme.org, candidate.name, MINIMUM, persisted=8, dissatisfied=16)
+    arm(acme.org, None, MINIMUM, persisted=30, dissatisfied=2)
+    for adapter in (candidate.name, None):
+        for _ in range(3 * MINIMUM):
+            interaction_id = record(viewer, adapter=adapter, latency_ms=1.0)
+            give(acme.org, Interaction.objects.for_org(acme.org).get(pk=interaction_id), "edit_persisted")
+    report = verdict(acme.org, candidate, started)
+    assert (report.candidate.interactions, report.incumbent.interactions) == (MINIMUM, MINIMUM)
+    assert report.decision == ROLL_BACK
 
 
 def test_the_report_shows_each_arm_and_each_test(acme, candidate, started):
