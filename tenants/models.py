@@ -59,6 +59,8 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16)  # shown in lists so admins can tell keys apart
     key_hash = models.CharField(max_length=64, unique=True)
     created_by = models.CharField(max_length=200)  # the actor, as in the audit log
+    # The key this one was made with, if any: revoking a key revokes what was minted with it.
+    minted_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, related_name="minted")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True)
     revoked_at = models.DateTimeField(null=True)

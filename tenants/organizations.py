@@ -3,6 +3,7 @@
 import hashlib
 import logging
 import secrets
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -33,6 +34,7 @@ class Principal:
     org: Organization
     role: str
     actor: str  # "key:<prefix>" or "user:<email>", as written in the audit log
+    api_key_id: uuid.UUID | None = None  # the key it authenticated with, if any
 
     def can(self, role: str) -> bool:
         return role_at_least(self.role, role)
@@ -133,12 +135,26 @@ def member_remove(*, membership: Membership, by: Principal) -> None:
 
 
 def _revoke_keys_of(membership: Membership, *, above: str | None, by: Principal) -> list[str]:
-    """Revoke the keys a member created that carry more than `above` (all of them for None):
-    a key must not keep rights its creator has lost."""
+    """Revoke the keys a member created that carry more than `above` (all of them for None),
+    and every key minted with those: a key must not keep rights its creator has lost."""
     keys_of_member = ApiKey.objects.for_org(membership.org).filter(created_by=f"user:{membership.user.email}", revoked_at__isnull=True)
-    doomed = [k for k in keys_of_member if above is None or not role_at_least(above, k.role)]
-    ApiKey.objects.for_org(membership.org).filter(pk__in=[k.pk for k in doomed]).update(revoked_at=timezone.now())
+    return _revoke_with_minted(membership.org, [k for k in keys_of_member if above is None or not role_at_least(above, k.role)])
+
+
+def _revoke_with_minted(org: Organization, keys: list[ApiKey]) -> list[str]:
+    """Revoke these keys and, transitively, every live key minted with one of them."""
+    doomed = _with_minted(org, keys)
+    ApiKey.objects.for_org(org).filter(pk__in=[k.pk for k in doomed]).update(revoked_at=timezone.now())
     return [k.prefix for k in doomed]
+
+
+def _with_minted(org: Organization, keys: list[ApiKey]) -> list[ApiKey]:
+    found, frontier = {}, keys
+    while frontier:
+        found.update((k.pk, k) for k in frontier)
+        minted = ApiKey.objects.for_org(org).filter(minted_by__in=[k.pk for k in frontier], revoked_at__isnull=True)
+        frontier = [k for k in minted if k.pk not in found]
+    return list(found.values())
 
 
 def _require_can_grant(by: Principal, role: str) -> None:
@@ -156,10 +172,11 @@ def _hash(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
-def api_key_create(*, org: Organization, name: str, role: str, actor: str) -> tuple[ApiKey, str]:
+def api_key_create(*, org: Organization, name: str, role: str, actor: str,
+                   minted_by: uuid.UUID | None = None) -> tuple[ApiKey, str]:
     raw_key = KEY_PREFIX + secrets.token_urlsafe(32)
     api_key = ApiKey.objects.create(
-        org=org, name=name, role=role, prefix=raw_key[:12], key_hash=_hash(raw_key), created_by=actor
+        org=org, name=name, role=role, prefix=raw_key[:12], key_hash=_hash(raw_key), created_by=actor, minted_by_id=minted_by,
     )
     audit_record(org=org, actor=actor, action="api_key.create", target=api_key.prefix, after={"name": name, "role": role})
     return api_key, raw_key
@@ -169,16 +186,31 @@ def api_key_issue(*, org: Organization, name: str, role: str, by: Principal) -> 
     """A key made by a caller, who cannot hand out more rights than they hold."""
     if not by.can(role):
         raise Forbidden(f"A {by.role} cannot create a key with the {role} role.")
-    return api_key_create(org=org, name=name, role=role, actor=by.actor)
+    return api_key_create(org=org, name=name, role=role, actor=by.actor, minted_by=by.api_key_id)
 
 
 def api_key_revoke(*, api_key: ApiKey, by: Principal) -> ApiKey:
+    """Revoke a key and every key minted with it, unless that would leave an organization whose
+    owners cannot log in without an owner key: nobody could ever act as its owner again."""
     _require_can_grant(by, api_key.role)
     if api_key.revoked_at is None:
-        api_key.revoked_at = timezone.now()
-        api_key.save(update_fields=["revoked_at"])
-        audit_record(org=api_key.org, actor=by.actor, action="api_key.revoke", target=api_key.prefix)
+        with transaction.atomic():
+            doomed = _with_minted(api_key.org, [api_key])
+            _require_a_way_in_as_owner(api_key.org, after_revoking=doomed)
+            revoked = _revoke_with_minted(api_key.org, doomed)
+            audit_record(org=api_key.org, actor=by.actor, action="api_key.revoke", target=api_key.prefix,
+                         after={"revoked_keys": revoked})
+        api_key.refresh_from_db(fields=["revoked_at"])
     return api_key
+
+
+def _require_a_way_in_as_owner(org: Organization, *, after_revoking: list[ApiKey]) -> None:
+    owner_keys_left = (ApiKey.objects.for_org(org).filter(role=Role.OWNER, revoked_at__isnull=True)
+                       .exclude(pk__in=[k.pk for k in after_revoking]))
+    owners = Membership.objects.for_org(org).filter(role=Role.OWNER).select_related("user")
+    if not owner_keys_left.exists() and not any(m.user.has_usable_password() for m in owners):
+        raise Conflict("That would revoke the organization's last owner key, and no owner can log in: "
+                       "let an owner set a password first.")
 
 
 def api_key_authenticate(raw_key: str) -> Principal | None:
@@ -192,7 +224,7 @@ def api_key_authenticate(raw_key: str) -> Principal | None:
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.for_org(api_key.org).filter(pk=api_key.pk).update(last_used_at=now)
-    return Principal(org=api_key.org, role=api_key.role, actor=f"key:{api_key.prefix}")
+    return Principal(org=api_key.org, role=api_key.role, actor=f"key:{api_key.prefix}", api_key_id=api_key.pk)
 
 
 def membership_principal(*, user, org_id=None) -> Principal | None:

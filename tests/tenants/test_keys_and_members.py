@@ -116,3 +116,47 @@ def test_removing_or_demoting_a_member_revokes_the_keys_beyond_their_new_rights(
     member_remove(membership=dev, by=owner)
     assert api_client(viewer_raw).get("/api/v1/organization").status_code == 401
     assert acme.client.get("/api/v1/organization").status_code == 200  # others' keys untouched
+
+
+def test_removing_a_member_revokes_the_keys_minted_with_their_keys_down_the_whole_chain(acme):
+    from django.contrib.auth import get_user_model
+
+    from tenants.organizations import Principal, api_key_create, member_add, member_remove
+
+    owner = Principal(org=acme.org, role=Role.OWNER, actor="test")
+    dev = member_add(org=acme.org, email="dev@acme.example", role=Role.ADMIN, by=owner)
+    _, dev_raw = api_key_create(org=acme.org, name="dev admin", role=Role.ADMIN,
+                                actor=f"user:{get_user_model().objects.get(email='dev@acme.example').email}")
+    child = api_client(dev_raw).post("/api/v1/api-keys", {"name": "ci", "role": "admin"}, format="json").json()["key"]
+    grandchild = api_client(child).post("/api/v1/api-keys", {"name": "bot", "role": "viewer"}, format="json").json()["key"]
+    unrelated = acme.client.post("/api/v1/api-keys", {"name": "ops", "role": "viewer"}, format="json").json()["key"]
+    member_remove(membership=dev, by=owner)
+    for raw in (dev_raw, child, grandchild):
+        assert api_client(raw).get("/api/v1/organization").status_code == 401
+    assert api_client(unrelated).get("/api/v1/organization").status_code == 200
+
+
+def test_revoking_a_key_revokes_what_was_minted_with_it(acme, admin):
+    made = admin.post("/api/v1/api-keys", {"name": "child", "role": "viewer"}, format="json").json()["key"]
+    admin_key_id = ApiKey.objects.for_org(acme.org).get(name="admin key").pk
+    assert acme.client.delete(f"/api/v1/api-keys/{admin_key_id}").status_code == 200
+    assert api_client(made).get("/api/v1/organization").status_code == 401
+
+
+def test_the_last_owner_key_stays_while_no_owner_can_log_in(acme):
+    from django.contrib.auth import get_user_model
+
+    owner_key = ApiKey.objects.for_org(acme.org).get(role=Role.OWNER)
+    second = acme.client.post("/api/v1/api-keys", {"name": "second owner", "role": "owner"}, format="json").json()["key"]
+    for key in (owner_key, ApiKey.objects.for_org(acme.org).get(name="second owner")):
+        # the second was minted with the first, so revoking the first would take both
+        response = acme.client.delete(f"/api/v1/api-keys/{key.pk}")
+        assert (key.name, response.status_code) == (key.name, 409 if key == owner_key else 200), response.content
+    assert "last owner key" in acme.client.delete(f"/api/v1/api-keys/{owner_key.pk}").json()["error"]["message"]
+    assert acme.client.get("/api/v1/organization").status_code == 200
+
+    owner = get_user_model().objects.get(email="owner@acme.example")
+    owner.set_password("a long enough passphrase")
+    owner.save()
+    assert acme.client.delete(f"/api/v1/api-keys/{owner_key.pk}").status_code == 200  # the owner can still log in
+    assert acme.client.get("/api/v1/organization").status_code == 401
