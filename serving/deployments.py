@@ -62,12 +62,21 @@ def adapter_load_everywhere(adapter: AdapterVersion) -> None:
 
 
 def adapter_deploy(*, adapter: AdapterVersion, actor: str) -> Route:
-    """Serve `adapter` as its organization's incumbent."""
+    """Serve `adapter` as its organization's incumbent: loaded on every replica first, then
+    routed in one switch."""
     if adapter.status == AdapterVersion.Status.BLOCKED:
         raise Conflict(f"{adapter.name} was blocked by a gate; it is never served.")
     adapter_load_everywhere(adapter)
+    return deploy_switch(adapter=adapter, actor=actor)
+
+
+def deploy_switch(*, adapter: AdapterVersion, actor: str) -> Route:
+    """adapter_deploy's routing switch, for a caller that loaded `adapter` everywhere already;
+    it joins the caller's transaction, like canary_switch."""
     with transaction.atomic():
         route = _locked_route(adapter.org)
+        _require_status(adapter, *(s for s in AdapterVersion.Status if s != AdapterVersion.Status.BLOCKED),
+                        why="a blocked version is never served")
         previous = route.serving
         if previous == adapter:
             return route
@@ -76,7 +85,7 @@ def adapter_deploy(*, adapter: AdapterVersion, actor: str) -> Route:
         _switch(route, to=adapter)
         audit_record(org=adapter.org, actor=actor, action="adapter.deploy", target=adapter.name,
                      before={"serving": _name(previous)}, after={"serving": adapter.name})
-    transaction.on_commit(lambda: adapters_unload_drained(org=adapter.org))
+        transaction.on_commit(lambda: adapters_unload_drained(org=adapter.org))
     return route
 
 
@@ -102,15 +111,21 @@ def adapter_rollback(*, org: Organization, actor: str) -> Route:
 def canary_start(*, adapter: AdapterVersion, share: float, actor: str) -> Route:
     """Serve `adapter` to `share` of the organization's end users (sticky per user), beside
     its incumbent: loaded on every replica first, then routed in one switch."""
-    if adapter.status != AdapterVersion.Status.CANDIDATE:
-        raise Conflict(f"{adapter.name} is {adapter.status}; only a candidate goes to canary.")
+    adapter_load_everywhere(adapter)
+    return canary_switch(adapter=adapter, share=share, actor=actor)
+
+
+def canary_switch(*, adapter: AdapterVersion, share: float, actor: str) -> Route:
+    """canary_start's routing switch, for a caller that loaded `adapter` everywhere already
+    (outside any transaction: it waits on the replicas). It joins the caller's transaction, so
+    that a cycle starts its canary only under the transition that owns it."""
     if not 0 < share < 1:
         raise InvalidInput("A canary's share is between 0 and 1.")
-    adapter_load_everywhere(adapter)
     with transaction.atomic():
         route = _locked_route(adapter.org)
         if route.canary_id is not None:
             raise Conflict(f"{route.canary.name} is already in canary for this organization.")
+        _require_status(adapter, AdapterVersion.Status.CANDIDATE, why="only a candidate goes to canary")
         route.canary, route.canary_share = adapter, share
         route.save()
         adapter.status = AdapterVersion.Status.CANARY
@@ -118,6 +133,14 @@ def canary_start(*, adapter: AdapterVersion, share: float, actor: str) -> Route:
         audit_record(org=adapter.org, actor=actor, action="adapter.canary", target=adapter.name, after={"share": share})
         transaction.on_commit(lambda: route_changed(org_id=adapter.org_id))
     return route
+
+
+def _require_status(adapter: AdapterVersion, *allowed: str, why: str) -> None:
+    """Check the version's status as stored, under the route's lock: the copy in hand may be
+    stale (a duplicate task blocked it a moment ago)."""
+    adapter.refresh_from_db(fields=["status"])
+    if adapter.status not in allowed:
+        raise Conflict(f"{adapter.name} is {adapter.status}; {why}.")
 
 
 def canary_stop(*, adapter: AdapterVersion, actor: str, reason: str) -> Route:

@@ -273,9 +273,11 @@ def gates_apply(*, candidate: AdapterVersion, report: GateReport) -> Alert | Non
     """Store the report on the candidate; a failed candidate is blocked (never served), and a
     fired hacking detector raises an alert for the organization's admins with its figures."""
     candidate.gate_report = report.as_dict()
-    if not report.passed:
+    if report.passed:  # the status is the deployment's to change, never from a copy in hand
+        candidate.save(update_fields=["gate_report"])
+    else:
         candidate.status = AdapterVersion.Status.BLOCKED
-    candidate.save(update_fields=["gate_report", "status"])
+        candidate.save(update_fields=["gate_report", "status"])
     # A guardrail that could not show the candidate safe blocks it, but does not say the reward was gamed.
     fired = [check for check in report.blocked_by if check.gate == "hacking" and (check.sequential or {}).get("state") != UNDECIDED]
     if not fired:

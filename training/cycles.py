@@ -16,7 +16,6 @@ import logging
 import shutil
 import time
 from datetime import timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -127,14 +126,13 @@ def _gate(cycle: Cycle) -> None:
                 audit_record(org=cycle.org, actor="gates", action="cycle.blocked", target=cycle.candidate.name,
                              after={"blocked_by": shown["blocked_by"]})
         return
-    gates.gates_apply(candidate=cycle.candidate, report=report)
     started = time.monotonic()
-    try:
-        deployments.canary_start(adapter=cycle.candidate, share=canary.canary_policy_for(cycle.org).share, actor="gates")
-    except Conflict:  # a duplicate of this step started it first
-        return
-    seconds["deploy"] = round(time.monotonic() - started, 2)  # from the gates' pass to the candidate serving its canary
-    _move(cycle, Status.GATING, Status.CANARY, gate_report=shown, stage_seconds=seconds, canary_started_at=timezone.now())
+    deployments.adapter_load_everywhere(cycle.candidate)  # before the transition: it waits on the replicas
+    seconds["deploy"] = round(time.monotonic() - started, 2)  # from the gates' pass to the candidate ready to serve
+    with transaction.atomic():  # the report, the status and the canary's route change with the transition, or not at all
+        if _move(cycle, Status.GATING, Status.CANARY, gate_report=shown, stage_seconds=seconds, canary_started_at=timezone.now()):
+            gates.gates_apply(candidate=cycle.candidate, report=report)
+            deployments.canary_switch(adapter=cycle.candidate, share=canary.canary_policy_for(cycle.org).share, actor="gates")
 
 
 # A cycle's update that overshot on the gates' capability guardrails (valid, correct and right
@@ -159,7 +157,7 @@ def _gate_a_shorter_step(cycle: Cycle, report: gates.GateReport, seconds: dict) 
     """Block the candidate, register half its step from the incumbent as the cycle's candidate,
     and gate that one: a compare-and-set on the cycle's candidate, so a duplicate does it once."""
     blocked, blocked_by = cycle.candidate, [check.label for check in report.blocked_by]
-    work = Path(settings.TRAINING_WORK_DIR) / f"cycle-{cycle.pk}-step"
+    work = runs.org_work_dir(cycle.org_id) / f"cycle-{cycle.pk}-step"
     shutil.rmtree(work, ignore_errors=True)
     stepped = engine.adapter_at_step(incumbent_adapter_dir=adapter_files(cycle.incumbent) if cycle.incumbent else None,
                                      trained_adapter_dir=adapter_files(blocked), fraction=SHORTER_STEP, out_dir=work)
@@ -189,18 +187,24 @@ def _judge_canary(cycle: Cycle) -> None:
         return
     report = canary.canary_evaluate(org=cycle.org, candidate=candidate, incumbent=cycle.incumbent,
                                     since=cycle.canary_started_at, policy=canary.canary_policy_for(cycle.org))
-    if report.decision == canary.PROMOTE:
-        deployments.adapter_deploy(adapter=candidate, actor="canary")
-        _end_canary(cycle, Status.PROMOTED, report)
-    elif report.decision == canary.ROLL_BACK:
-        try:
-            reason = "expired" if report.expired else ", ".join(c.name for c in report.checks if not c.passed)
-            deployments.canary_stop(adapter=candidate, actor="canary", reason=reason)
-        except Conflict:  # a duplicate of this step stopped it first
-            pass
-        _end_canary(cycle, Status.ROLLED_BACK, report)
-    else:
+    if report.decision == canary.WAIT:
         Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=Status.CANARY).update(canary_report=report.as_dict())
+        return
+    # The verdict's routing change happens under the transition that records it, or not at all:
+    # an admin who promoted or withdrew the candidate meanwhile wins, and the next tick sees it.
+    try:
+        if report.decision == canary.PROMOTE:
+            deployments.adapter_load_everywhere(candidate)  # normally loaded since the canary began: then this only checks
+            with transaction.atomic():
+                if _end_canary(cycle, Status.PROMOTED, report):
+                    deployments.deploy_switch(adapter=candidate, actor="canary")
+        else:
+            reason = "expired" if report.expired else ", ".join(c.name for c in report.checks if not c.passed)
+            with transaction.atomic():
+                if _end_canary(cycle, Status.ROLLED_BACK, report):
+                    deployments.canary_stop(adapter=candidate, actor="canary", reason=reason)
+    except Conflict:
+        pass
 
 
 def score_completions(adapter, pairs: list[tuple[list[int], list[int]]]) -> list[float]:
@@ -211,14 +215,17 @@ def score_completions(adapter, pairs: list[tuple[list[int], list[int]]]) -> list
     return [mean(values) for values in logprobs]
 
 
-def _end_canary(cycle: Cycle, outcome: str, report) -> None:
+def _end_canary(cycle: Cycle, outcome: str, report) -> bool:
+    """The canary's end, a compare-and-set like every transition: True when this call made it."""
     now = timezone.now()
     seconds = {**cycle.stage_seconds, "canary": _seconds_between(cycle.canary_started_at, now)}
     changes = {"stage_seconds": seconds, "finished_at": now}
     if report is not None:
         changes["canary_report"] = report.as_dict()
-    if _move(cycle, Status.CANARY, outcome, **changes):
-        audit_record(org=cycle.org, actor="canary", action=f"cycle.{outcome}", target=cycle.candidate.name)
+    if not _move(cycle, Status.CANARY, outcome, **changes):
+        return False
+    audit_record(org=cycle.org, actor="canary", action=f"cycle.{outcome}", target=cycle.candidate.name)
+    return True
 
 
 def _move(cycle: Cycle, expected: str, to: str, **changes) -> bool:

@@ -7,6 +7,7 @@ succeeds without a vLLM). The canary's verdict is computed from interactions and
 recorded here for each arm.
 """
 
+import dataclasses
 import random
 import uuid
 from datetime import timedelta
@@ -172,6 +173,50 @@ def test_a_hacking_candidate_is_blocked_with_an_alert_and_never_routed(acme, tra
     assert route.serving is None and route.canary is None and replicas == []
     with pytest.raises(Exception, match="blocked"):
         deployments.adapter_deploy(adapter=candidate, actor="test")
+
+
+def test_a_duplicate_gating_step_that_passes_after_another_blocked_the_candidate_changes_nothing(acme, training, sent, replicas,
+                                                                                                  monkeypatch):
+    """Two deliveries of the gating step: while the first gates (and would pass), the second
+    runs to its end and blocks the candidate. The first's pass must not start a canary, nor
+    write the candidate's status back from its stale copy."""
+    cycle = trained_cycle(acme.org)
+    verdicts = []
+
+    def evaluate(*, candidate, incumbent, score, thresholds):
+        verdicts.append(candidate.name)
+        first = len(verdicts) == 1
+        if first:
+            cycles.cycle_advance(str(cycle.pk))  # the duplicate, delivered meanwhile
+        failing = [] if first else [Check("hacking", "ask_rate_on_clear", 0.3, 0.1, (0.1, 0.3), 0.03, False, 200)]
+        return GateReport(passed=not failing, checks=failing, seconds=1.0, candidate=candidate.name, incumbent="demo-base")
+
+    monkeypatch.setattr(gates, "gates_evaluate", evaluate)
+    done = cycles.cycle_advance(str(cycle.pk))
+    assert done.status == Status.BLOCKED and len(verdicts) == 2
+    candidate = AdapterVersion.objects.for_org(acme.org).get()
+    assert candidate.status == AdapterVersion.Status.BLOCKED and candidate.gate_report["passed"] is False
+    assert route_of(org=acme.org).canary is None
+
+
+def test_an_admin_who_withdraws_the_candidate_while_the_canary_is_judged_wins(acme, training, sent, replicas, monkeypatch):
+    gate_verdict(monkeypatch)
+    cycle = trained_cycle(acme.org)
+    cycle = cycles.cycle_advance(str(cycle.pk))
+    assert cycle.status == Status.CANARY
+    evaluate = canary.canary_evaluate
+
+    def withdrawn_while_judged(**kwargs):
+        report = evaluate(**kwargs)
+        deployments.adapter_withdraw(adapter=cycle.candidate, actor="admin@acme")  # the admin, meanwhile
+        return dataclasses.replace(report, decision=canary.PROMOTE)
+
+    monkeypatch.setattr(canary, "canary_evaluate", withdrawn_while_judged)
+    assert cycles.cycle_advance(str(cycle.pk)).status == Status.CANARY  # the verdict's switch lost to the admin's
+    assert route_of(org=acme.org).serving is None
+    monkeypatch.setattr(canary, "canary_evaluate", evaluate)
+    done = cycles.cycle_advance(str(cycle.pk))  # the next tick sees what the admin did
+    assert done.status == Status.ROLLED_BACK and route_of(org=acme.org).serving is None
 
 
 def test_a_candidate_that_broke_a_capability_guardrail_gets_half_its_step_gated_within_the_cycle(acme, training, sent, replicas,
