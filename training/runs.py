@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, connections, transaction
+from django.db import DatabaseError, IntegrityError, connections, transaction
 from django.db.models import F, Model, Q
 from django.utils import timezone
 
@@ -206,7 +206,19 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
 
 
 def run_work_dir(run: TrainingRun) -> Path:
-    return Path(settings.TRAINING_WORK_DIR) / str(run.pk)
+    """Shared by the run's attempts (a later one resumes from the checkpoints here), inside its
+    organization's folder, which goes when the organization does."""
+    return org_work_dir(run.org_id) / str(run.pk)
+
+
+def org_work_dir(org_id) -> Path:
+    return Path(settings.TRAINING_WORK_DIR) / str(org_id)
+
+
+def org_work_destroy(*, org_id, **_) -> None:
+    """Remove a deleted organization's weights and checkpoints (connected to tenants'
+    organization_deleted). An attempt still training when it went removes its own at its end."""
+    shutil.rmtree(org_work_dir(org_id), ignore_errors=True)
 
 
 def _register(run: TrainingRun, adapter_dir: Path, report: dict) -> TrainingRun | None:
@@ -216,6 +228,7 @@ def _register(run: TrainingRun, adapter_dir: Path, report: dict) -> TrainingRun 
     with transaction.atomic():
         if not _held(run).update(status=Status.SUCCEEDED, finished_at=now, heartbeat_at=None, report=report):
             log.warning("Training run %s: attempt %d lost the run before registering; its adapter is dropped", run.pk, run.attempts)
+            _drop_work_if_orphaned(run)
             return None
         candidate = adapter_register(org=run.org, source_dir=adapter_dir, parent=run.incumbent, dataset_sha256=run.dataset_sha256)
         TrainingRun.objects.for_org(run.org).filter(pk=run.pk).update(candidate=candidate)
@@ -227,14 +240,27 @@ def _register(run: TrainingRun, adapter_dir: Path, report: dict) -> TrainingRun 
     return run
 
 
-def _fail(run: TrainingRun, reason: str) -> TrainingRun:
+def _fail(run: TrainingRun, reason: str) -> TrainingRun | None:
+    """Fail the run if this attempt still holds it. The work folder goes only then (or when the
+    run is gone with its organization): a losing attempt must not wipe the winner's checkpoints."""
     with transaction.atomic():
         failed = TrainingRun.objects.for_org(run.org).filter(pk=run.pk, status__in=TrainingRun.ACTIVE, attempts=run.attempts)
-        if failed.update(status=Status.FAILED, error=reason, finished_at=timezone.now(), heartbeat_at=None):
+        ended = failed.update(status=Status.FAILED, error=reason, finished_at=timezone.now(), heartbeat_at=None)
+        if ended:
             audit_record(org=run.org, actor="training", action="training_run.failed", target=str(run.pk), after={"error": reason})
+    if not ended:
+        log.warning("Training run %s: attempt %d failed (%s) after losing the run; its work is left to the run", run.pk,
+                    run.attempts, reason)
+        _drop_work_if_orphaned(run)
+        return None
     shutil.rmtree(run_work_dir(run), ignore_errors=True)
     run.refresh_from_db()
     return run
+
+
+def _drop_work_if_orphaned(run: TrainingRun) -> None:
+    if not TrainingRun.objects.across_orgs().filter(pk=run.pk).exists():  # deleted with its organization
+        shutil.rmtree(run_work_dir(run), ignore_errors=True)
 
 
 def _held(run: TrainingRun):
@@ -256,7 +282,13 @@ def _heartbeat(run_id, attempt: int) -> Iterator[None]:
         try:
             while not stop.wait(settings.TRAINING_LEASE_S / 4):
                 held = TrainingRun.objects.across_orgs().filter(pk=run_id, status=Status.RUNNING, attempts=attempt)
-                if not held.update(heartbeat_at=timezone.now()):
+                try:
+                    beating = held.update(heartbeat_at=timezone.now())
+                except DatabaseError as error:  # locked, restarting, unreachable: the next beat tries again
+                    log.warning("Training run %s: attempt %d could not beat (%s); trying again", run_id, attempt, error)
+                    connections.close_all()  # a fresh connection for the next beat
+                    continue
+                if not beating:
                     log.warning("Training run %s: attempt %d no longer holds the run", run_id, attempt)
                     return
         finally:

@@ -2,9 +2,12 @@
 candidate per run whatever is delivered twice or taken over, the fixed data window, the
 schedule's triggers, recovery of lost runs, and the privacy policy's say."""
 
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from serving import registry
@@ -96,6 +99,54 @@ def test_an_attempt_that_lost_its_run_registers_nothing(acme, training, sent, tm
     (adapter_dir / "adapter_config.json").write_text('{"base_model_name_or_path": "demo-base"}')
     assert runs._register(run, adapter_dir, {}) is None
     assert AdapterVersion.objects.for_org(acme.org).count() == 0
+
+
+def test_an_attempt_that_lost_its_run_and_then_fails_leaves_the_winners_checkpoints(acme, training, sent):
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = runs._claim(str(requested(acme.org).pk))
+    TrainingRun.objects.for_org(acme.org).filter(pk=run.pk).update(attempts=2)  # another worker took over
+    checkpoint = runs.run_work_dir(run) / "checkpoint" / "state.pt"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"the winner's")
+    assert runs._fail(run, "the loser's error") is None
+    assert checkpoint.read_bytes() == b"the winner's"
+    assert TrainingRun.objects.for_org(acme.org).get(pk=run.pk).status == Status.RUNNING
+
+
+def test_an_organization_deleted_mid_run_leaves_no_weights_behind(acme, training, sent):
+    from tenants.organizations import org_delete
+
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = runs._claim(str(requested(acme.org).pk))
+    work = runs.run_work_dir(run)
+    (work / "checkpoint").mkdir(parents=True)
+    org_delete(org=acme.org, confirm_slug=acme.org.slug)
+    assert not runs.org_work_dir(acme.org.pk).exists()
+
+    (work / "adapter").mkdir(parents=True)  # the attempt, still training, wrote on
+    assert runs._register(run, work / "adapter", {}) is None  # and found its run gone
+    assert not work.exists()
+
+
+def test_the_heartbeat_outlives_a_database_error(transactional_db, acme, training, sent, monkeypatch):
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = runs._claim(str(requested(acme.org).pk))
+    training.TRAINING_LEASE_S = 0.2
+    beats, update = [], QuerySet.update
+
+    def flaky(queryset, **changes):
+        if "heartbeat_at" in changes:
+            beats.append(changes["heartbeat_at"])
+            if len(beats) == 1:
+                raise OperationalError("database is locked")
+        return update(queryset, **changes)
+
+    monkeypatch.setattr(QuerySet, "update", flaky)
+    with runs._heartbeat(run.pk, run.attempts):
+        deadline = time.monotonic() + 10
+        while len(beats) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert len(beats) >= 3  # it kept beating after the first one failed
 
 
 def test_a_run_whose_every_attempt_died_fails(acme, training, sent):

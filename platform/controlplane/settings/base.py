@@ -182,7 +182,7 @@ GATES_HOLDOUT_EVERY = env_int("PLATFORM_HOLDOUT_EVERY", 10, minimum=0)  # 1 inte
 CANARY_POLICY = env_policy(CanaryPolicy, share="PLATFORM_CANARY_SHARE", min_interactions="PLATFORM_CANARY_MIN_INTERACTIONS",
                            latency="PLATFORM_CANARY_LATENCY_TOLERANCE")
 
-# Training runs (training/runs.py). Each run works in TRAINING_WORK_DIR/<run id> (checkpoints,
+# Training runs (training/runs.py). Each run works in TRAINING_WORK_DIR/<org id>/<run id> (checkpoints,
 # the adapter before it is registered); a worker that stops beating for TRAINING_LEASE_S loses
 # its run to another attempt, which resumes from the last checkpoint.
 TRAINING_WORK_DIR = env_str("PLATFORM_TRAINING_WORK_DIR", str(DATA_DIR / "training"))
