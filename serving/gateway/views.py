@@ -72,7 +72,7 @@ async def chat_completions(request: Request) -> Response:
         return await _streamed(call, admission)
     sample = Sample()
     try:
-        async with upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target) as completion:
+        async with upstream.completion(upstream_body(call.request, served_name=call.target.name, org_id=call.org.pk), call.target) as completion:
             payload = await completion.payload()
         sample = Sample.of_response(payload)
         await in_db_thread(_record, call, sample)
@@ -89,7 +89,7 @@ async def _streamed(call: Call, admission: Admission) -> Response:
     stack = AsyncExitStack()
     try:
         completion = await stack.enter_async_context(
-            upstream.completion(upstream_body(call.request, served_name=call.target.name), call.target)
+            upstream.completion(upstream_body(call.request, served_name=call.target.name, org_id=call.org.pk), call.target)
         )
     except BaseException as error:  # a client gone (CancelledError) too
         admission.release()
