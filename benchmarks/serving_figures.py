@@ -111,13 +111,16 @@ def run(*args, **kwargs) -> Run:
 RECORDING_EXTRAS = {"logprobs": True, "return_token_ids": True}
 
 
+VLLM_KEY = settings.SERVING_VLLM_API_KEY  # asking vLLM directly needs the replicas' key
+
+
 def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway_pid) -> dict:
     """Alternating runs; medians. `direct_same` sends vLLM exactly what the gateway sends it."""
     runs = {"direct": [], "direct_same": [], "gateway": []}
     cpu_s = 0.0
     for _ in range(2):
-        runs["direct"].append(run(vllm_url, "none", [BASE_NAME], requests=requests, concurrency=concurrency))
-        runs["direct_same"].append(run(vllm_url, "none", [BASE_NAME], requests=requests, concurrency=concurrency, extra=RECORDING_EXTRAS))
+        runs["direct"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency))
+        runs["direct_same"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency, extra=RECORDING_EXTRAS))
         before = _cpu_seconds(gateway_pid)
         runs["gateway"].append(run(gateway_url, key, ["default"], requests=requests, concurrency=concurrency))
         cpu_s += _cpu_seconds(gateway_pid) - before
@@ -128,7 +131,7 @@ def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway
     # One request at a time: what the gateway adds to a request when nothing queues.
     alone = {"direct_same": [], "gateway": []}
     for _ in range(2):
-        alone["direct_same"].append(run(vllm_url, "none", [BASE_NAME], requests=32, concurrency=1, extra=RECORDING_EXTRAS))
+        alone["direct_same"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=32, concurrency=1, extra=RECORDING_EXTRAS))
         alone["gateway"].append(run(gateway_url, key, ["default"], requests=32, concurrency=1))
     alone_p50 = {name: statistics.median(r.percentile(0.5) for r in rs) for name, rs in alone.items()}
     result["one_at_a_time_added_p50_ms"] = round(alone_p50["gateway"] - alone_p50["direct_same"], 1)
@@ -150,9 +153,9 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def adapter_mix(vllm_url, adapters: list[str], requests, concurrency) -> dict:
-    base = run(vllm_url, "none", [BASE_NAME], requests=requests, concurrency=concurrency)
-    one = run(vllm_url, "none", adapters[:1], requests=requests, concurrency=concurrency)
-    mixed = run(vllm_url, "none", adapters, requests=requests, concurrency=concurrency)
+    base = run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency)
+    one = run(vllm_url, VLLM_KEY, adapters[:1], requests=requests, concurrency=concurrency)
+    mixed = run(vllm_url, VLLM_KEY, adapters, requests=requests, concurrency=concurrency)
     return {
         "base_tokens_per_s": round(base.tokens_per_s, 1), "one_adapter_tokens_per_s": round(one.tokens_per_s, 1),
         "eight_adapters_tokens_per_s": round(mixed.tokens_per_s, 1),
@@ -212,11 +215,13 @@ def main() -> None:
     pinned = args.layout == "pinned" and cores >= 2
     vllm_env = (("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 2}"),) if pinned else ()
     gateway_prefix = ["taskset", "-c", str(cores - 1)] if pinned else []
-    options = VllmOptions(model=base_dir, served_name=BASE_NAME, max_loras=8, max_lora_rank=8, kv_cache_gib=2, extra_env=vllm_env)
+    options = VllmOptions(model=base_dir, served_name=BASE_NAME, max_loras=8, max_lora_rank=8, kv_cache_gib=2, extra_env=vllm_env,
+                          api_key=settings.SERVING_VLLM_API_KEY)
     with VllmProcess(options, log_path=workdir / "vllm.log") as vllm:
         settings.SERVING_VLLM_URLS = [vllm.base_url]
         port = free_port()
-        env = {**os.environ, "PLATFORM_VLLM_URLS": vllm.base_url, "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
+        env = {**os.environ, "PLATFORM_VLLM_URLS": vllm.base_url, "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
+               "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
         web = subprocess.Popen([*gateway_prefix, sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--port", str(port),
                                 "--no-access-log", "--log-level", "warning"], env=env, cwd=ROOT)
         gateway_url = f"http://127.0.0.1:{port}"
@@ -230,7 +235,7 @@ def main() -> None:
                 adapter = registry.adapter_register(org=org, source_dir=random_lora(base_dir, workdir / f"lora-{i}", seed=i, base_name=BASE_NAME))
                 adapter_deploy(adapter=adapter, actor="benchmark")
                 adapters.append(adapter.name)
-            run(vllm.base_url, "none", adapters, requests=16, concurrency=8)  # warm-up of the LoRA path
+            run(vllm.base_url, VLLM_KEY, adapters, requests=16, concurrency=8)  # warm-up of the LoRA path
             results["adapter_mix"] = adapter_mix(vllm.base_url, adapters, args.requests, args.concurrency)
             results["deploy"] = deploy_time(gateway_url, orgs[8][0], orgs[8][1], workdir, base_dir)
             TrafficLimits.objects.create(org=orgs[9][0], max_concurrent=4)

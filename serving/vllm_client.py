@@ -7,7 +7,8 @@ recorded), the process manager waits for /health. The gateway sends the same req
 its own pooled `httpx.AsyncClient` and handles a failed connection itself (it tries another
 replica), so the async calls raise VllmError only for vLLM's refusals.
 
-Django-free; callers decide *what* to ask, this only says it to vLLM.
+Django-free; callers decide *what* to ask, this only says it to vLLM, with the replicas' API
+key (`use_api_key`) on every call; the gateway's client carries `auth_headers()` too.
 """
 
 import json
@@ -20,6 +21,19 @@ UNLOAD_ADAPTER = "/v1/unload_lora_adapter"
 MODELS = "/v1/models"
 CHAT_COMPLETIONS = "/v1/chat/completions"
 HEALTH = "/health"
+
+
+_api_key: str | None = None
+
+
+def use_api_key(key: str | None) -> None:
+    """The key the replicas require (serving's app config sets it from the settings)."""
+    global _api_key
+    _api_key = key
+
+
+def auth_headers() -> dict[str, str]:
+    return {"Authorization": f"Bearer {_api_key}"} if _api_key else {}
 
 
 class VllmError(RuntimeError):
@@ -72,7 +86,7 @@ def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
 def _call(base_url: str, path: str, *, body: dict | None = None, what: str | None = None, timeout: float) -> dict:
     """vLLM's JSON answer (an empty dict for its plain-text ones); a POST when there is a body."""
     try:
-        with httpx.Client(timeout=timeout) as client:
+        with httpx.Client(timeout=timeout, headers=auth_headers()) as client:
             response = client.request("GET" if body is None else "POST", _url(base_url, path), json=body)
     except httpx.HTTPError as error:
         raise VllmError(f"{path}: vLLM at {base_url} did not answer: {error!r}") from None

@@ -34,6 +34,7 @@ class VllmOptions:
     kv_cache_gib: int = 1  # VLLM_CPU_KVCACHE_SPACE; ignored on GPUs
     # float32 like training: logprobs recorded at serving time feed importance ratios.
     dtype: str = "float32"
+    api_key: str | None = None  # required of every client of its API (VLLM_API_KEY: not on the command line, where ps shows it)
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     # e.g. (("VLLM_CPU_OMP_THREADS_BIND", "0-5"),) to keep cores free for the web server
     extra_env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
@@ -52,8 +53,11 @@ class VllmOptions:
         return args + list(self.extra_args)
 
     def environment(self) -> dict[str, str]:
-        return {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
-                **dict(self.extra_env)}
+        env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
+               **dict(self.extra_env)}
+        if self.api_key:
+            env["VLLM_API_KEY"] = self.api_key
+        return env
 
 
 def free_port() -> int:

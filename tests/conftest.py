@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
 from serving import vllm_client
@@ -77,7 +78,7 @@ def adapters_root(settings, tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def vllm(tmp_path_factory, tiny_base_model) -> Vllm:
     workdir, base = tmp_path_factory.mktemp("vllm"), tiny_base_model
-    options = VllmOptions(model=base, served_name=BASE_NAME, max_loras=4, max_lora_rank=8)
+    options = VllmOptions(model=base, served_name=BASE_NAME, max_loras=4, max_lora_rank=8, api_key=django_settings.SERVING_VLLM_API_KEY)
     with VllmProcess(options, log_path=workdir / "vllm.log") as process:
         yield Vllm(process=process, base_dir=base, workdir=workdir)
 

@@ -140,5 +140,6 @@ def _client() -> httpx.AsyncClient:
     client = _clients.get(loop)
     if client is None:
         timeout = httpx.Timeout(settings.SERVING_UPSTREAM_TIMEOUT_S, connect=2.0)
-        client = _clients[loop] = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+        client = _clients[loop] = httpx.AsyncClient(timeout=timeout, headers=vllm_client.auth_headers(),
+                                                    limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
     return client

@@ -1,6 +1,7 @@
 """vLLM serves the base model and per-organization adapters side by side, loaded at run time."""
 
 import json
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,7 +31,7 @@ def server(vllm):
 def chat(base_url: str, model: str, **sampling) -> dict:
     body = {"model": model, "messages": PROMPT, "max_tokens": 12, **sampling}
     request = urllib.request.Request(base_url + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **vllm_client.auth_headers()})
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())
 
@@ -93,3 +94,16 @@ def test_base_model_requests_batched_with_adapter_requests_get_no_adapter(server
         vllm_client.unload_adapter(process.base_url, name=name)
     assert sum(text == taught for model, text in answers if model == "taught@v1") >= 12
     assert not [text for model, text in answers if model == base and text == taught]
+
+
+def test_a_replica_answers_only_the_platform(vllm):
+    """Anything that reaches a replica could otherwise use any organization's adapter by name,
+    unload it, or load any path: the replicas require the key only the platform holds."""
+    for path, body in (("/v1/models", None), ("/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/etc"}),
+                       ("/v1/chat/completions", {"model": BASE_NAME, "messages": PROMPT, "max_tokens": 1})):
+        request = urllib.request.Request(vllm.url + path, data=json.dumps(body).encode() if body else None,
+                                         headers={"Content-Type": "application/json", "Authorization": "Bearer guessed"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401, path
+    assert BASE_NAME in vllm_client.served_models(vllm.url)  # the platform's own calls carry the key

@@ -3,6 +3,8 @@ the data directory. Every value can be overridden from the environment; producti
 the important ones mandatory.
 """
 
+import hashlib
+import hmac
 from pathlib import Path
 
 import dj_database_url
@@ -156,6 +158,11 @@ SERVING_BASE_MODEL_PROVIDER = env_str("PLATFORM_BASE_MODEL_PROVIDER", "demo.base
 # The vLLM replicas behind the gateway ("http://host:port,..."); `manage.py up` starts one
 # and fills this in. Every replica serves the base model and every deployed adapter.
 SERVING_VLLM_URLS = env_list("PLATFORM_VLLM_URLS", [])
+# The key every replica requires on its API (vLLM's --api-key): without it, anything that
+# reaches a replica could use any organization's adapter by name, unload it, or load any path.
+# The embedded default derives one from the secret key; production sets it (deploy/compose.yaml).
+SERVING_VLLM_API_KEY = env_str("PLATFORM_VLLM_API_KEY", None) or hmac.new(
+    SECRET_KEY.encode(), b"vllm replicas' API key", hashlib.sha256).hexdigest()
 # The local vLLM that `manage.py up` starts when no replicas are given. --max-loras: how many
 # adapters one batch can mix, and how many vLLM keeps in memory (its cache defaults to the same
 # size); further loaded adapters are read back from their files when asked for.

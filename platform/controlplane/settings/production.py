@@ -6,7 +6,8 @@ misconfigured deployment never silently falls back to the embedded default.
 
 from controlplane.env import env_bool, env_int, env_str
 
-for _required in ("DJANGO_SECRET_KEY", "PLATFORM_MASTER_KEYS", "DATABASE_URL", "CELERY_BROKER_URL", "PLATFORM_VLLM_URLS"):
+for _required in ("DJANGO_SECRET_KEY", "PLATFORM_MASTER_KEYS", "DATABASE_URL", "CELERY_BROKER_URL", "PLATFORM_VLLM_URLS",
+                  "PLATFORM_VLLM_API_KEY"):
     env_str(_required)
 
 from controlplane.settings.base import *  # noqa: E402,F403

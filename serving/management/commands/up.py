@@ -83,6 +83,7 @@ class Command(BaseCommand):
         options = VllmOptions(
             model=Path(model_dir), served_name=settings.SERVING_BASE_MODEL_NAME, max_loras=settings.SERVING_VLLM_MAX_LORAS,
             max_lora_rank=settings.SERVING_VLLM_MAX_LORA_RANK, kv_cache_gib=settings.SERVING_VLLM_KV_CACHE_GIB,
+            api_key=settings.SERVING_VLLM_API_KEY,
         )
         self.stdout.write(f"starting vLLM with {model_dir} (log: {logs / 'vllm.log'}) ...")
         return VllmProcess(options, log_path=logs / "vllm.log").start()
