@@ -11,6 +11,7 @@ Parsing is hand-written rather than a DRF serializer: it is the hot path of the 
 """
 
 import math
+import unicodedata
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -137,7 +138,13 @@ def _idempotency_key(raw) -> str:
         raw.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("'idempotency_key' is not valid Unicode (lone surrogate).") from None
-    return raw
+    return idempotency_key_normal(raw)
+
+
+def idempotency_key_normal(key: str) -> str:
+    """Keys that read the same are one key: "café" sent precomposed, then with a combining
+    accent, is a replay, not a second event."""
+    return unicodedata.normalize("NFC", key)
 
 
 def _occurred_at(raw, now: datetime) -> datetime:

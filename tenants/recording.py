@@ -9,6 +9,7 @@ from django.utils import timezone
 from tenants import data_keys, redaction
 from tenants.audit import audit_record
 from tenants.errors import Conflict, NotFound
+from tenants.feedback import idempotency_key_normal
 from tenants.locking import lock_for_share
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
 from tenants.privacy import policy_get
@@ -145,7 +146,8 @@ def task_outcome_record(*, task: BackgroundTask, value: float, idempotency_key: 
     task that already has one is a conflict, not an overwrite. Two deliveries racing on the
     idempotency constraint: the loser retries and finds the winner's event.
     """
-    return retried_on_integrity_error(lambda: _task_outcome_record(task, value, idempotency_key))
+    key = idempotency_key_normal(idempotency_key)
+    return retried_on_integrity_error(lambda: _task_outcome_record(task, value, key))
 
 
 def _task_outcome_record(task: BackgroundTask, value: float, idempotency_key: str) -> tuple[FeedbackEvent, bool]:

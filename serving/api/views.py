@@ -49,6 +49,7 @@ DEPLOY_ERRORS = {
 
 
 class AdapterPromoteView(APIView):
+    find = staticmethod(registry.adapter_get)
     roles = {"POST": Role.ADMIN}
 
     @extend_schema(request=None, responses={200: RouteSerializer, **DEPLOY_ERRORS},
@@ -60,6 +61,7 @@ class AdapterPromoteView(APIView):
 
 
 class AdapterRollbackView(APIView):
+    find = staticmethod(registry.adapter_get)
     roles = {"POST": Role.ADMIN}
 
     @extend_schema(request=None, responses={200: RouteSerializer, **DEPLOY_ERRORS},

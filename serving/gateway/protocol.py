@@ -11,13 +11,13 @@ from django.utils.crypto import salted_hmac
 from rest_framework import serializers
 from starlette.responses import JSONResponse
 
-from tenants.api.serializers import MessageSerializer, StrictSerializer, Text, first_error_message
+from tenants.api.serializers import Flag, MessageSerializer, Number, StrictSerializer, Text, WholeNumber, first_error_message
 
 MAX_METADATA_PAIRS = 16
 
 
 class StreamOptionsSerializer(StrictSerializer):
-    include_usage = serializers.BooleanField(default=False)
+    include_usage = Flag(default=False)
 
 
 class StopField(serializers.Field):
@@ -41,20 +41,20 @@ class MetadataField(serializers.Field):
 class ChatCompletionRequestSerializer(StrictSerializer):
     model = Text(max_length=100, help_text='"default" (the organization\'s current adapter) or one of its deployed adapter names.')
     messages = serializers.ListField(child=MessageSerializer(), min_length=1, max_length=256)
-    stream = serializers.BooleanField(default=False)
+    stream = Flag(default=False)
     stream_options = StreamOptionsSerializer(required=False, allow_null=True)
-    max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    max_completion_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    temperature = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=2)
-    top_p = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
-    seed = serializers.IntegerField(required=False, allow_null=True)
+    max_tokens = WholeNumber(required=False, allow_null=True, min_value=1)
+    max_completion_tokens = WholeNumber(required=False, allow_null=True, min_value=1)
+    temperature = Number(required=False, allow_null=True, min_value=0, max_value=2)
+    top_p = Number(required=False, allow_null=True, min_value=0, max_value=1)
+    seed = WholeNumber(required=False, allow_null=True)
     stop = StopField(required=False, allow_null=True)
-    presence_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
-    frequency_penalty = serializers.FloatField(required=False, allow_null=True, min_value=-2, max_value=2)
-    logprobs = serializers.BooleanField(default=False)
-    top_logprobs = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=20)
-    n = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=1,
-                                 error_messages={"max_value": "Only one choice per request is supported."})
+    presence_penalty = Number(required=False, allow_null=True, min_value=-2, max_value=2)
+    frequency_penalty = Number(required=False, allow_null=True, min_value=-2, max_value=2)
+    logprobs = Flag(default=False)
+    top_logprobs = WholeNumber(required=False, allow_null=True, min_value=0, max_value=20)
+    n = WholeNumber(required=False, allow_null=True, min_value=1, max_value=1,
+                    error_messages={"max_value": "Only one choice per request is supported."})
     user = Text(required=False, allow_null=True, max_length=200, help_text="The end user; canary assignment is sticky per user.")
     metadata = MetadataField(required=False, allow_null=True, help_text='{"task_id": "<background task id>"} links the call to a task.')
 

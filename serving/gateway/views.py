@@ -176,6 +176,8 @@ def _admit_sync(headers: Headers, body: bytes, started: float) -> Call:
         parsed = request_parse(json.loads(body))
     except ValueError as error:  # not JSON, or not UTF-8
         raise InvalidRequest(f"The request body is not valid JSON: {error}.") from None
+    except RecursionError:
+        raise InvalidRequest("The request body is nested too deeply.") from None
     try:
         target = target_resolve(org=org, model=parsed["model"], end_user=parsed.get("user"))
     except NotFound as error:

@@ -4,6 +4,7 @@ validation and the documented errors."""
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,6 +23,12 @@ class Page(CursorPagination):
     page_size = 100
     page_size_query_param = "limit"
     max_page_size = 1000
+
+    def decode_cursor(self, request):
+        try:
+            return super().decode_cursor(request)
+        except NotFound:  # DRF's answer to a cursor it cannot read; the request is what is wrong
+            raise ValidationError({"cursor": ["Not a cursor this API gave out: use `next` or `previous` as given."]}) from None
 
 
 def pages_ordered_by(field: str) -> type[Page]:

@@ -26,3 +26,5 @@ class StrictJSONParser(parsers.JSONParser):
             return json.loads(text, parse_constant=_reject_constant)
         except ValueError as error:
             raise exceptions.ParseError(f"Malformed JSON: {error}.") from None
+        except RecursionError:
+            raise exceptions.ParseError("The request body is nested too deeply.") from None

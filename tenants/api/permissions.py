@@ -5,7 +5,9 @@ from tenants.organizations import Principal
 
 
 class IsOrgMember(BasePermission):
-    """Any authenticated principal; a view's `roles` ({"PUT": Role.ADMIN, ...}) raises the bar per method."""
+    """Any authenticated principal; a view's `roles` ({"PUT": Role.ADMIN, ...}) raises the bar per method.
+    A view of one object names its getter as `find` (called with org= and the URL's arguments,
+    raising NotFound), so that a caller without the role learns nothing of ids not theirs."""
 
     def has_permission(self, request, view) -> bool:
         principal = request.auth
@@ -13,6 +15,11 @@ class IsOrgMember(BasePermission):
             return False
         needed = role_needed(view, request.method)
         if not principal.can(needed):
+            find = getattr(view, "find", None)
+            if find is not None and view.kwargs:
+                # Another organization's id, or none at all, is 404 whatever the role: a 403 would
+                # say that it exists somewhere.
+                find(org=principal.org, **view.kwargs)
             self.message = f"This needs a key or member with the {needed} role; yours is {principal.role}."
             return False
         return True

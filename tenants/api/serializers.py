@@ -68,6 +68,33 @@ class Text(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class Number(serializers.FloatField):
+    """A FloatField that takes only JSON numbers: DRF would take true as 1 and "5" as 5."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class WholeNumber(serializers.IntegerField):
+    """An IntegerField that takes only JSON integers (not true, "5" or 5.0)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Flag(serializers.BooleanField):
+    """A BooleanField that takes only JSON true and false (not 1 or "yes")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 # Organization, members, keys, audit -------------------------------------------------------
 
 class OrganizationSerializer(serializers.Serializer):
@@ -192,7 +219,7 @@ class InteractionCreateSerializer(StrictSerializer):
     completion = Text(allow_blank=True, max_length=MAX_TEXT, trim_whitespace=False)
     adapter = Text(allow_null=True, required=False, max_length=100, help_text="The adapter version that served it, or null for the base model.")
     task_id = serializers.UUIDField(required=False, allow_null=True, help_text="The background task this interaction belongs to.")
-    latency_ms = serializers.FloatField(required=False, allow_null=True, min_value=0)
+    latency_ms = Number(required=False, allow_null=True, min_value=0)
 
 
 class InteractionFilterSerializer(StrictSerializer):
@@ -289,5 +316,5 @@ class TaskSerializer(serializers.Serializer):
 
 
 class TaskOutcomeSerializer(StrictSerializer):
-    value = serializers.FloatField(min_value=0.0, max_value=1.0)
+    value = Number(min_value=0.0, max_value=1.0)
     idempotency_key = Text(max_length=200)

@@ -66,6 +66,7 @@ class MemberListView(APIView):
 
 
 class MemberView(APIView):
+    find = staticmethod(organizations.membership_get)
     roles = {"PATCH": Role.ADMIN, "DELETE": Role.ADMIN}
 
     @extend_schema(responses={200: s.MemberSerializer, **ERRORS})
@@ -101,6 +102,7 @@ class ApiKeyListView(APIView):
 
 
 class ApiKeyView(APIView):
+    find = staticmethod(organizations.api_key_get)
     roles = {"DELETE": Role.ADMIN}
 
     @extend_schema(responses={200: s.ApiKeySerializer, **ERRORS})
@@ -139,6 +141,7 @@ class InteractionListView(ListView):
 
 
 class InteractionView(APIView):
+    find = staticmethod(recording.interaction_get)
     roles = {"DELETE": Role.ADMIN}
 
     @extend_schema(responses={200: s.InteractionSerializer, **ERRORS})

@@ -1,6 +1,7 @@
 """Every endpoint of the tenant API, every method Django dispatches to it (HEAD and OPTIONS
-included): a viewer's key is refused exactly where the method needs more than a viewer. The
-routes are read from the URL configuration, so a new endpoint is covered without a new test."""
+included): a viewer's key is refused exactly where the method needs more than a viewer, with a
+404 where the URL names an object that is not theirs. The routes are read from the URL
+configuration, so a new endpoint is covered without a new test."""
 
 import re
 import uuid
@@ -43,6 +44,8 @@ def test_a_viewer_is_refused_exactly_where_the_method_needs_more(viewer, route, 
     response = viewer.generic(method, url, data="{}", content_type="application/json")
     if role_at_least(Role.VIEWER, role_needed(view, method)):
         assert response.status_code != 403, response.content
+    elif "<" in route:  # an id that is not theirs: 404, as for everyone, not a 403 that says it exists
+        assert response.status_code == 404, (response.status_code, response.content[:200])
     else:
         assert response.status_code == 403, (response.status_code, response.content[:200])
 

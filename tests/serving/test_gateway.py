@@ -114,6 +114,9 @@ def post(gateway: str, key: str | None, body) -> httpx.Response:
     ({"model": "default", "messages": [{"role": "user", "content": "hi"}], "tools": []}, "tools"),
     ({"model": "default", "messages": [{"role": "user", "content": "hi"}], "n": 2}, "n"),
     ({"model": "default", "messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, "temperature"),
+    ({"model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": True}, "max_tokens"),  # JSON true is not 1
+    ({"model": "default", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"}, "stream"),
+    (b"[" * 100_000 + b"]" * 100_000, None),  # nested past any parser's recursion
     ({"model": "default", "messages": [{"role": "user", "content": "x " * 5000}]}, None),  # longer than the context
 ])
 def test_bad_requests_get_an_openai_error_and_record_nothing(gateway, acme, body, param):

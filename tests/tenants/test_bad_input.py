@@ -1,0 +1,45 @@
+"""Bad input to the tenant API gets a clear 400 and changes nothing: the shapes that once got a
+500 or a 404, or were taken for something else (JSON true for the number 1)."""
+
+import json
+
+import pytest
+
+from tenants.models import FeedbackEvent
+from tests.factories import record
+
+
+def test_a_cursor_the_api_never_gave_out_is_a_400_naming_the_cursor(acme):
+    response = acme.client.get("/api/v1/interactions?cursor=not-a-cursor")
+    assert response.status_code == 400 and response.json()["error"]["message"].startswith("cursor:")
+
+
+def test_json_nested_past_any_parsers_recursion_is_a_400(acme):
+    deep = "[" * 100_000 + "]" * 100_000
+    response = acme.client.post("/api/v1/feedback", data=deep, content_type="application/json")
+    assert response.status_code == 400 and "nested too deeply" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("url", "body"), [
+    ("/api/v1/interactions", {"messages": [{"role": "user", "content": "x"}], "completion": "y", "latency_ms": True}),
+    ("/api/v1/interactions", {"messages": [{"role": "user", "content": "x"}], "completion": "y", "latency_ms": "12"}),
+    ("task outcome", {"value": True, "idempotency_key": "k"}),
+])
+def test_json_true_or_a_string_is_not_a_number(acme, url, body):
+    if url == "task outcome":
+        url = f"/api/v1/tasks/{acme.client.post('/api/v1/tasks', {}, format='json').json()['id']}/outcome"
+    response = acme.client.post(url, data=json.dumps(body), content_type="application/json")
+    assert response.status_code == 400, response.content
+
+
+def test_idempotency_keys_that_read_the_same_are_one_key(acme):
+    interaction_id = record(acme.client)
+    for key in ("caf\u00e9", "cafe\u0301"):  # precomposed, then with a combining accent
+        event = {"interaction_id": interaction_id, "type": "edit_accepted", "idempotency_key": key}
+        acme.client.post("/api/v1/feedback", {"events": [event]}, format="json")
+    assert FeedbackEvent.objects.for_org(acme.org).count() == 1
+    task = acme.client.post("/api/v1/tasks", {}, format="json").json()["id"]
+    for key in ("na\u00efve", "nai\u0308ve"):  # keys are unique across the organization's events: another word
+        response = acme.client.post(f"/api/v1/tasks/{task}/outcome", {"value": 0.5, "idempotency_key": key}, format="json")
+        assert response.status_code in (200, 201), response.content
+    assert FeedbackEvent.objects.for_org(acme.org).filter(type="task_outcome").count() == 1
