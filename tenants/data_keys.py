@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from tenants import crypto
+from tenants.errors import Conflict
 from tenants.locking import lock_for_share
 from tenants.models import DataKey, Interaction, Organization
 
@@ -77,7 +78,10 @@ def _active_version(org: Organization) -> int:
     lock_for_share(active)
     version = active.values_list("version", flat=True).first()
     if version is None:
-        version = data_key_create(org=org).version
+        # Every organization gets its key when it is made, and a rotation retires one only for
+        # its successor: none means its keys were destroyed and its rows are going. Making a
+        # fresh key here would seal a late write under a key that outlives the deletion.
+        raise Conflict(f"{org.slug}'s data keys are destroyed: the organization is being deleted.")
     return version
 
 

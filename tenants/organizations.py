@@ -84,7 +84,10 @@ def org_delete(*, org: Organization, confirm_slug: str) -> None:
     data_keys.org_keys_shred(org=org)
     org_id = org.pk
     with transaction.atomic():
+        members = list(Membership.objects.for_org(org).values_list("user_id", flat=True))
         Organization.objects.filter(pk=org_id).delete()
+        # People who belonged to no other organization go too: their email is personal data.
+        get_user_model().objects.filter(pk__in=members, memberships__isnull=True, is_staff=False).delete()
     organization_deleted.send(sender=Organization, org_id=org_id, slug=org.slug)
     log.info("Deleted organization %s", org.slug)
 

@@ -9,14 +9,18 @@ since these threads never see a request end).
 
 import asyncio
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from django.db import connections
+from django.db import InterfaceError, OperationalError, connections
+
+from serving.gateway.protocol import DatabaseUnavailable
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 THREADS = 4
 _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="gateway-db")
@@ -30,7 +34,11 @@ def _run(function: Callable[..., T], *args) -> T:
     for connection in connections.all(initialized_only=True):
         if connection.connection is not None and connection.errors_occurred and not connection.is_usable():
             connection.close()
-    return function(*args)
+    try:
+        return function(*args)
+    except (OperationalError, InterfaceError) as error:  # down, restarting, unreachable, locked: not the request's fault
+        log.warning("The gateway's database call failed: %s", error)
+        raise DatabaseUnavailable("The platform's database is unavailable; try again shortly.") from None
 
 
 def close_connections() -> None:

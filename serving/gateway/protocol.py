@@ -179,5 +179,9 @@ class UpstreamUnavailable(GatewayError):
     status, type, code = 503, "service_unavailable", "model_unavailable"
 
 
+class DatabaseUnavailable(GatewayError):
+    status, type, code = 503, "service_unavailable", "database_unavailable"
+
+
 class ServerError(GatewayError):
     status, type, code = 500, "server_error", None

@@ -132,6 +132,20 @@ def test_a_request_without_a_valid_key_is_refused(gateway, acme):
     assert post(gateway, acme.key + "x", {"model": "default", "messages": []}).json()["error"]["code"] == "invalid_api_key"
 
 
+def test_the_database_down_is_a_503_not_a_500(gateway, acme, monkeypatch):
+    from django.db import OperationalError
+
+    from serving.gateway import views
+
+    def down(raw_key):
+        raise OperationalError("could not connect to server: Connection refused")
+
+    monkeypatch.setattr(views, "api_key_authenticate", down)
+    views._principals.forget(acme.key)  # a key known a moment ago would not ask the database
+    response = post(gateway, acme.key, {"model": "default", "messages": [{"role": "user", "content": "hi"}]})
+    assert response.status_code == 503 and response.json()["error"]["code"] == "database_unavailable"
+
+
 def test_vllm_down_is_a_503_and_nothing_is_recorded(gateway, acme, settings):
     from serving.vllm_process import free_port
 

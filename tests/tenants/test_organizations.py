@@ -49,6 +49,31 @@ def test_an_owner_deletes_the_organization_after_confirming_its_slug(acme, globe
     assert Interaction.objects.for_org(globex.org).count() == 0 and globex.client.get("/api/v1/organization").status_code == 200
 
 
+def test_deleting_an_organization_deletes_the_people_who_belonged_to_no_other(acme, globex):
+    from django.contrib.auth import get_user_model
+
+    from tenants.organizations import Principal, member_add, org_delete
+
+    owner_of_globex = Principal(org=globex.org, role="owner", actor="test")
+    member_add(org=globex.org, email="owner@acme.example", role="viewer", by=owner_of_globex)  # in both
+    member_add(org=acme.org, email="dev@acme.example", role="viewer", by=Principal(org=acme.org, role="owner", actor="test"))
+    org_delete(org=acme.org, confirm_slug=acme.org.slug)
+    emails = set(get_user_model().objects.values_list("email", flat=True))
+    assert "dev@acme.example" not in emails and {"owner@acme.example", "owner@globex.example"} <= emails
+
+
+def test_a_recording_that_arrives_after_the_keys_were_destroyed_is_refused_and_makes_no_key(acme):
+    from tenants import data_keys
+    from tenants.errors import Conflict
+    from tenants.recording import InteractionContent, interaction_record
+
+    data_keys.org_keys_shred(org=acme.org)  # the first step of a deletion; the rows go next
+    with pytest.raises(Conflict, match="being deleted"):
+        interaction_record(org=acme.org, content=InteractionContent([{"role": "user", "content": "x"}], "y"), source="gateway")
+    assert not DataKey.objects.across_orgs().filter(org_id=acme.org.pk).exists()
+    assert not Interaction.objects.for_org(acme.org).exists()
+
+
 def test_the_export_holds_all_of_the_orgs_data_as_json_lines(acme):
     interaction_id = record(acme.client, text="exported prompt")
     acme.client.post("/api/v1/feedback", {"events": [{"interaction_id": interaction_id, "type": "edit_accepted", "idempotency_key": "k"}]}, format="json")
