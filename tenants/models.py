@@ -149,6 +149,9 @@ class Interaction(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True)
     completion_tokens = models.PositiveIntegerField(null=True)
     redactions = models.PositiveIntegerField(default=0)
+    # A stream its client dropped: what was generated until then, recorded so that feedback on
+    # it (`interrupted`, say) has something to land on.
+    interrupted = models.BooleanField(default=False)
     content = models.BinaryField(null=True)
     content_key_version = models.PositiveIntegerField(null=True)
     content_purged_at = models.DateTimeField(null=True)

@@ -53,6 +53,7 @@ def interaction_record(
     latency_ms: float | None = None,
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
+    interrupted: bool = False,
 ) -> Interaction:
     """Store one completion: metrics always, content only if the policy keeps it.
 
@@ -73,7 +74,7 @@ def interaction_record(
         policy = policy_get(org=org)
         interaction = Interaction(
             id=interaction_id or uuid.uuid4(), org=org, source=source, adapter=adapter, task=task,
-            latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, interrupted=interrupted,
         )
         if policy.store_content:
             if prepared.payload is None or (policy.redact and not prepared.redacted):  # changed since: rare

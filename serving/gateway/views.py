@@ -3,7 +3,8 @@
 Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the API
 key, the route, the recording) runs on the gateway's database threads, two hops a request.
 Every completion that reaches the client is recorded first (or, streamed, before the final
-`[DONE]`); a request that fails upstream records nothing.
+`[DONE]`); a stream its client drops is recorded with what was generated, marked interrupted;
+a request that fails upstream records nothing.
 """
 
 import asyncio
@@ -101,7 +102,7 @@ async def _streamed(call: Call, admission: Admission) -> Response:
     return StreamingResponse(relay, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-_closing: set[asyncio.Task] = set()  # the loop holds its tasks weakly
+_closing: set[asyncio.Task] = set()  # work left to finish after a client went; the loop holds its tasks weakly
 
 
 def _abandon(admission: Admission, stack: AsyncExitStack, loop: asyncio.AbstractEventLoop) -> None:
@@ -117,7 +118,11 @@ def _abandon(admission: Admission, stack: AsyncExitStack, loop: asyncio.Abstract
 
 def _give_back(admission: Admission, stack: AsyncExitStack) -> None:
     admission.release()
-    task = asyncio.get_running_loop().create_task(stack.aclose())
+    _in_background(stack.aclose())
+
+
+def _in_background(work) -> None:
+    task = asyncio.get_running_loop().create_task(work)
     _closing.add(task)
     task.add_done_callback(_closing.discard)
 
@@ -155,6 +160,11 @@ async def _relay(call: Call, stack: AsyncExitStack, completion: upstream.Complet
                     yield _event(visible)
         await in_db_thread(_record, call, sample)
         yield b"data: [DONE]\n\n"
+    except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-stream
+        # Recorded with what was generated, so that its feedback has somewhere to land; on a task
+        # of its own, since this one is being cancelled and can await nothing more.
+        _in_background(in_db_thread(_record, call, sample, True))
+        raise
     except GatewayError as error:  # the stream broken off
         yield _event(error.body())
     except Exception:
@@ -223,7 +233,7 @@ def _limits_read(org: Organization) -> Limits:
     return Limits(**{name: defaults[name] if value is None else value for name, value in values.items()})
 
 
-def _record(call: Call, sample: Sample) -> Interaction:
+def _record(call: Call, sample: Sample, interrupted: bool = False) -> Interaction:
     return interaction_record(
         org=call.org,
         content=InteractionContent(messages=call.request["messages"], completion=sample.text, tokens=sample.tokens()),
@@ -234,5 +244,6 @@ def _record(call: Call, sample: Sample) -> Interaction:
         end_user=call.request.get("user"),
         latency_ms=(time.perf_counter() - call.started) * 1000.0,
         prompt_tokens=sample.prompt_tokens,
-        completion_tokens=sample.completion_tokens,
+        completion_tokens=sample.completion_tokens if not interrupted else len(sample.completion_ids or []),
+        interrupted=interrupted,
     )

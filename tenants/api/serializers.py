@@ -242,6 +242,7 @@ class InteractionSerializer(serializers.Serializer):
     prompt_tokens = serializers.IntegerField(allow_null=True)
     completion_tokens = serializers.IntegerField(allow_null=True)
     redactions = serializers.IntegerField()
+    interrupted = serializers.BooleanField(help_text="A stream its client dropped; the completion is what was generated until then.")
     content_purged_at = serializers.DateTimeField(allow_null=True)
     messages = serializers.SerializerMethodField()
     completion = serializers.SerializerMethodField()

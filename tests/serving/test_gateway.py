@@ -209,6 +209,23 @@ def test_a_client_that_drops_a_stream_gives_its_slot_back(gateway, acme):
     pytest.fail("the dropped stream's slot was never given back")
 
 
+def test_a_stream_its_client_drops_is_recorded_interrupted_and_takes_feedback(gateway, acme):
+    body = {"model": "default", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 200, "stream": True}
+    with httpx.stream("POST", f"{gateway}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {acme.key}"}, timeout=60) as response:
+        first = json.loads(next(line for line in response.iter_lines() if line.startswith("data: "))[len("data: "):])
+    for _ in range(100):  # recorded once the gateway notices the disconnect, at its next chunk
+        row = Interaction.objects.for_org(acme.org).filter(pk=first["id"]).first()
+        if row is not None:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the dropped stream was never recorded")
+    assert row.interrupted and 0 < row.completion_tokens < 200
+    assert interaction_content(interaction=row)["completion"]  # what was generated until then
+    event = {"interaction_id": first["id"], "type": "interrupted", "idempotency_key": "dropped-1"}
+    assert acme.client.post("/api/v1/feedback", {"events": [event]}, format="json").json()["created"] == 1
+
+
 def test_other_methods_and_paths_under_v1_get_openai_errors(gateway, acme):
     headers = {"Authorization": f"Bearer {acme.key}"}
     wrong_method = httpx.get(f"{gateway}/v1/chat/completions", headers=headers)
