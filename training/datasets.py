@@ -21,7 +21,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from serving.models import AdapterVersion
 from tenants.holdout import held_out
@@ -54,22 +54,22 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
     trained on already: such examples are marked replayed."""
     trainable_check(org=org)
     behaviours = _behaviour_versions(incumbent, staleness)  # served name (None: base) -> is the incumbent
-    candidates = _candidates(org, behaviours, since, until)
+    candidates = _candidates(org, behaviours, since, until)  # a query: what follows selects in SQL, not over a list of ids
+    rows = list(candidates.defer("content"))  # the content only of what trains, read below
     events = _events_by_interaction(org, candidates, until)
     outcomes, steps = _task_credit(org, candidates, until)
-    renewed = _feedback_after(org, candidates, fresh_since, until) if fresh_since is not None else set()
-    examples, ids, served_by, skipped = [], [], [], Counter()
-    for interaction in candidates:
+    renewed = _feedback_after(org, candidates, rows, fresh_since, until) if fresh_since is not None else set()
+    skipped, rated = Counter(), []
+    for interaction in rows:
         if held_out(interaction.pk):
             skipped["held out for the tenant suite"] += 1
-            continue
-        if not events[interaction.pk] and interaction.task_id not in outcomes:
+        elif not events[interaction.pk] and interaction.task_id not in outcomes:
             skipped["no feedback yet"] += 1
-            continue
-        tokens = (interaction_content(interaction=interaction) or {}).get("tokens")
-        if tokens is None:
-            skipped["no tokens (recorded through the API, or redacted)"] += 1
-            continue
+        else:
+            rated.append(interaction)
+    picked = _newest_with_tokens(org, rated, limit, skipped)
+    examples, ids, served_by = [], [], []
+    for interaction, tokens in picked:
         share, value = 0.0, None
         if interaction.task_id in outcomes:
             position, count = steps[interaction.pk]
@@ -83,13 +83,37 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
         ))
         ids.append(str(interaction.pk))
         served_by.append(interaction.adapter)
-    if limit is not None and len(examples) > limit:
-        skipped["beyond the run's limit (older)"] += len(examples) - limit
-        examples, ids, served_by = examples[-limit:], ids[-limit:], served_by[-limit:]
     examples = share_lonely_groups(examples, served_by)
     return Dataset(examples=examples, interaction_ids=ids, sha256=_lineage_hash(ids, examples),
                    off_policy=sum(not e.behaviour_is_incumbent for e in examples), replayed=sum(e.replayed for e in examples),
                    skipped=dict(skipped))
+
+
+READ_CHUNK = 500  # rows whose content is read (and decrypted) at once: well under any database's parameter limit
+
+
+def _newest_with_tokens(org: Organization, rated: list[Interaction], limit: int | None,
+                        skipped: Counter) -> list[tuple[Interaction, dict]]:
+    """The newest `limit` rated interactions that kept their tokens, oldest first, with them.
+    Content is read and decrypted newest first and only until the limit is reached: a backlog
+    costs what trains, not what is stored."""
+    picked, newest_first = [], rated[::-1]
+    for start in range(0, len(newest_first), READ_CHUNK):
+        if limit is not None and len(picked) >= limit:
+            skipped["beyond the run's limit (older)"] += len(newest_first) - start
+            break
+        chunk = newest_first[start:start + READ_CHUNK]
+        stored = Interaction.objects.for_org(org).select_related("org").in_bulk([i.pk for i in chunk])
+        for position, interaction in enumerate(chunk):
+            if limit is not None and len(picked) >= limit:
+                skipped["beyond the run's limit (older)"] += len(chunk) - position
+                break
+            tokens = (interaction_content(interaction=stored[interaction.pk]) or {}).get("tokens")
+            if tokens is None:
+                skipped["no tokens (recorded through the API, or redacted)"] += 1
+            else:
+                picked.append((interaction, tokens))
+    return picked[::-1]
 
 
 def _behaviour_versions(incumbent: AdapterVersion | None, staleness: int) -> dict[str | None, bool]:
@@ -107,11 +131,11 @@ def _behaviour_versions(incumbent: AdapterVersion | None, staleness: int) -> dic
 
 
 def _candidates(org: Organization, behaviours: dict[str | None, bool], since: datetime | None,
-                until: datetime | None) -> list[Interaction]:
+                until: datetime | None) -> QuerySet[Interaction]:
     served_by = Q(adapter__in=[name for name in behaviours if name is not None])
     if None in behaviours:
         served_by |= Q(adapter__isnull=True)
-    interactions = Interaction.objects.for_org(org).select_related("org").filter(served_by, content__isnull=False)
+    interactions = Interaction.objects.for_org(org).filter(served_by, content__isnull=False)
     if until is not None:
         interactions = interactions.filter(created_at__lte=until)
     if since is not None:
@@ -119,7 +143,7 @@ def _candidates(org: Organization, behaviours: dict[str | None, bool], since: da
         new_feedback = (Q(**{f"feedback_events__{k}": v for k, v in received.items()})
                         | Q(**{f"task__feedback_events__{k}": v for k, v in received.items()}))
         interactions = interactions.filter(Q(created_at__gt=since) | new_feedback).distinct()
-    return list(interactions.order_by("created_at", "pk"))
+    return interactions.order_by("created_at", "pk")
 
 
 def _received_until(org: Organization, until: datetime | None):
@@ -127,35 +151,38 @@ def _received_until(org: Organization, until: datetime | None):
     return events if until is None else events.filter(received_at__lte=until)
 
 
-def _events_by_interaction(org: Organization, interactions: list[Interaction], until: datetime | None) -> dict:
+def _events_by_interaction(org: Organization, interactions: QuerySet[Interaction], until: datetime | None) -> dict:
     events = defaultdict(list)
-    rows = _received_until(org, until).filter(interaction__in=interactions).values_list("interaction_id", "type", "value")
+    rows = _received_until(org, until).filter(interaction__in=interactions.values("pk")).values_list("interaction_id", "type", "value")
     for interaction_id, event_type, value in rows:
         events[interaction_id].append((event_type, value))
     return events
 
 
-def _feedback_after(org: Organization, interactions: list[Interaction], since: datetime, until: datetime | None) -> set:
+def _feedback_after(org: Organization, interactions: QuerySet[Interaction], rows: list[Interaction], since: datetime,
+                    until: datetime | None) -> set:
     """The interactions that got feedback (their own, or their task's) received after `since`."""
     received = _received_until(org, until).filter(received_at__gt=since)
-    own = set(received.filter(interaction__in=interactions).values_list("interaction_id", flat=True))
-    task_ids = {i.task_id for i in interactions if i.task_id is not None}
-    tasks = set(received.filter(task__in=task_ids).values_list("task_id", flat=True))
-    return own | {i.pk for i in interactions if i.task_id in tasks}
+    own = set(received.filter(interaction__in=interactions.values("pk")).values_list("interaction_id", flat=True))
+    tasks = set(received.filter(task__in=_tasks_of(interactions)).values_list("task_id", flat=True))
+    return own | {i.pk for i in rows if i.task_id in tasks}
 
 
-def _task_credit(org: Organization, interactions: list[Interaction], until: datetime | None) -> tuple[dict, dict]:
+def _task_credit(org: Organization, interactions: QuerySet[Interaction], until: datetime | None) -> tuple[dict, dict]:
     """Each task's outcome, and each interaction's (position, number of steps) in its task."""
-    task_ids = {i.task_id for i in interactions if i.task_id is not None}
-    outcomes = dict(_received_until(org, until).filter(task__in=task_ids, type=FeedbackEvent.Type.TASK_OUTCOME)
-                    .values_list("task_id", "value"))
+    outcome_events = _received_until(org, until).filter(task__in=_tasks_of(interactions), type=FeedbackEvent.Type.TASK_OUTCOME)
+    outcomes = dict(outcome_events.values_list("task_id", "value"))
     by_task = defaultdict(list)
-    for task_id, interaction_id in (Interaction.objects.for_org(org).filter(task__in=outcomes)
+    for task_id, interaction_id in (Interaction.objects.for_org(org).filter(task__in=outcome_events.values("task_id"))
                                     .order_by("created_at", "pk").values_list("task_id", "pk")):
         by_task[task_id].append(interaction_id)
     steps = {interaction_id: (position, len(members)) for members in by_task.values()
              for position, interaction_id in enumerate(members)}
     return outcomes, steps
+
+
+def _tasks_of(interactions: QuerySet[Interaction]) -> QuerySet:
+    return interactions.exclude(task=None).values("task_id")
 
 
 def _prompt_key(prompt_ids: list[int]) -> str:

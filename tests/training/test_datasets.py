@@ -140,3 +140,22 @@ def test_held_out_interactions_never_train(acme, settings):
     held = [i for i in made if i.pk.int % 2 == 0]
     assert held and dataset.skipped["held out for the tenant suite"] == len(held)
     assert set(dataset.interaction_ids) == {str(i.pk) for i in made} - {str(i.pk) for i in held}
+
+
+def test_a_backlog_costs_what_trains_the_newest_within_the_limit_decrypted_and_no_more(acme, monkeypatch):
+    from training import datasets
+
+    rated = [served(acme.org, prompt=(i, 1)) for i in range(12)]
+    opened = []
+    interaction_content = datasets.interaction_content
+
+    def counted(*, interaction):
+        opened.append(interaction.pk)
+        return interaction_content(interaction=interaction)
+
+    monkeypatch.setattr(datasets, "interaction_content", counted)
+    monkeypatch.setattr(datasets, "READ_CHUNK", 5)
+    dataset = dataset_build(org=acme.org, incumbent=None, spec=SPEC, limit=4)
+    assert dataset.interaction_ids == [str(i.pk) for i in rated[-4:]]  # the newest, oldest first
+    assert sorted(opened) == sorted(i.pk for i in rated[-4:])  # only their content was opened
+    assert dataset.skipped == {"beyond the run's limit (older)": 8}
