@@ -62,6 +62,28 @@ def test_deleting_an_organization_deletes_the_people_who_belonged_to_no_other(ac
     assert "dev@acme.example" not in emails and {"owner@acme.example", "owner@globex.example"} <= emails
 
 
+def test_under_asgi_the_export_is_streamed_batch_by_batch_not_read_whole_first(transactional_db, acme, monkeypatch):
+    """Django's ASGI handler reads a synchronous iterator into a list before sending a byte:
+    an organization's whole export, decrypted, in memory."""
+    import asyncio
+
+    from django.test import AsyncClient
+
+    from tenants.api import views
+
+    monkeypatch.setattr(views, "EXPORT_BATCH", 2)
+    for _ in range(5):
+        record(acme.client)
+
+    async def export() -> tuple[bool, list[str]]:
+        response = await AsyncClient().get("/api/v1/export", headers={"Authorization": f"Bearer {acme.key}"})
+        return response.is_async, [chunk.decode() async for chunk in response.streaming_content]
+
+    is_async, batches = asyncio.run(export())
+    assert is_async and len(batches) > 3 and all(batch.count("\n") <= 2 for batch in batches)
+    assert sum(json.loads(line)["kind"] == "interaction" for batch in batches for line in batch.splitlines()) == 5
+
+
 def test_a_recording_that_arrives_after_the_keys_were_destroyed_is_refused_and_makes_no_key(acme):
     from tenants import data_keys
     from tenants.errors import Conflict
