@@ -32,39 +32,35 @@ def test_redaction_runs_before_the_write_transaction(transactional_db, monkeypat
     assert SECRET not in str(interaction_content(interaction=interaction))
 
 
-def test_redaction_turned_on_while_a_recording_was_redacting_is_honoured(transactional_db, monkeypatch):
-    org = make_tenant("Acme", redact=False).org
-    policy_get = recording.policy_get
-    reads = []
+def _policy_changed_after_the_first_read(monkeypatch, **change) -> list:
+    """The recording's reads of the policy, the first before the change (while it redacts), the
+    second after it (inside its transaction)."""
+    policy_get, reads = recording.policy_get, []
 
-    def switched_after_the_first_read(*, org):
+    def read(*, org):
         policy = policy_get(org=org)
         if not reads:
-            PrivacyPolicy.objects.for_org(org).update(redact=True)
-        reads.append(policy.redact)
+            PrivacyPolicy.objects.for_org(org).update(**change)
+        reads.append({name: getattr(policy, name) for name in change})
         return policy
 
-    monkeypatch.setattr(recording, "policy_get", switched_after_the_first_read)
+    monkeypatch.setattr(recording, "policy_get", read)
+    return reads
+
+
+def test_redaction_turned_on_while_a_recording_was_redacting_is_honoured(transactional_db, monkeypatch):
+    org = make_tenant("Acme", redact=False).org
+    reads = _policy_changed_after_the_first_read(monkeypatch, redact=True)
     interaction = _record(org)
-    assert reads == [False, True]
+    assert reads == [{"redact": False}, {"redact": True}]
     assert interaction.redactions == 1 and SECRET not in str(interaction_content(interaction=interaction))
 
 
 def test_zero_retention_turned_on_while_a_recording_was_redacting_stores_no_text(transactional_db, monkeypatch):
     org = make_tenant("Acme").org
-    policy_get = recording.policy_get
-    reads = []
-
-    def switched_after_the_first_read(*, org):
-        policy = policy_get(org=org)
-        if not reads:
-            PrivacyPolicy.objects.for_org(org).update(store_content=False)
-        reads.append(policy.store_content)
-        return policy
-
-    monkeypatch.setattr(recording, "policy_get", switched_after_the_first_read)
+    reads = _policy_changed_after_the_first_read(monkeypatch, store_content=False)
     interaction = _record(org)
-    assert reads == [True, False]
+    assert reads == [{"store_content": True}, {"store_content": False}]
     assert Interaction.objects.for_org(org).get(pk=interaction.pk).content is None
 
 
