@@ -220,7 +220,7 @@ def test_a_stream_its_client_drops_is_recorded_interrupted_and_takes_feedback(ga
         time.sleep(0.1)
     else:
         pytest.fail("the dropped stream was never recorded")
-    assert row.interrupted and 0 < row.completion_tokens < 200
+    assert row.interrupted and 0 < row.completion_tokens <= 200  # all 200, when vLLM outran the disconnect's notice
     assert interaction_content(interaction=row)["completion"]  # what was generated until then
     event = {"interaction_id": first["id"], "type": "interrupted", "idempotency_key": "dropped-1"}
     assert acme.client.post("/api/v1/feedback", {"events": [event]}, format="json").json()["created"] == 1
