@@ -1,5 +1,5 @@
 """The ASGI entry point: the OpenAI-compatible gateway under /v1/, Django for the rest
-(tenant API, schema, console)."""
+(tenant API, schema, console), both behind the request-size limit (controlplane/body_limit.py)."""
 
 import os
 
@@ -8,13 +8,19 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings.base")
 django_application = get_asgi_application()  # sets Django up: the gateway's imports need it
 
+from django.conf import settings  # noqa: E402
+
+from controlplane.body_limit import body_limited  # noqa: E402
 from serving.gateway.app import application as gateway_application  # noqa: E402
 
 GATEWAY_PREFIX = "/v1/"
 
 
-async def application(scope, receive, send):
+async def _routed(scope, receive, send):
     if scope["type"] == "http" and scope["path"].startswith(GATEWAY_PREFIX):
         await gateway_application(scope, receive, send)
     else:
         await django_application(scope, receive, send)
+
+
+application = body_limited(_routed, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)

@@ -1,0 +1,47 @@
+"""A body past the size limit costs the server almost nothing: refused by its declared length
+before a byte is read, or cut off as soon as it passes the limit, before authentication and
+before Django spools it to a temporary file."""
+
+import asyncio
+import json
+
+import pytest
+from django.conf import settings
+
+from controlplane.asgi import application
+
+LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def call(path: str, *, declared: int | None, chunks: int, chunk_size: int = 1024 * 1024) -> tuple[list[dict], int]:
+    """The messages the server sent, and how many chunks of the body it asked for."""
+    asked, sent = 0, []
+    headers = [(b"content-type", b"application/json")] + ([(b"content-length", str(declared).encode())] if declared else [])
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": headers, "http_version": "1.1", "scheme": "http", "server": ("testserver", 80), "client": ("1.2.3.4", 5)}
+
+    async def receive():
+        nonlocal asked
+        asked += 1
+        return {"type": "http.request", "body": b" " * chunk_size, "more_body": asked < chunks}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(application(scope, receive, send))
+    return sent, asked
+
+
+@pytest.mark.parametrize("path", ["/api/v1/feedback", "/v1/chat/completions"])
+def test_a_declared_length_past_the_limit_is_refused_before_a_byte_is_read(path):
+    sent, asked = call(path, declared=100 * LIMIT, chunks=100)
+    assert asked == 0 and sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"])["error"]["code"] == "request_too_large"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/feedback", "/v1/chat/completions"])
+def test_an_undeclared_length_is_cut_off_once_it_passes_the_limit(path):
+    chunk = 1024 * 1024
+    sent, asked = call(path, declared=None, chunks=1000, chunk_size=chunk)  # a gigabyte, chunked
+    assert asked <= LIMIT // chunk + 2 and sent[0]["status"] == 413
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]  # one answer, nothing after it
