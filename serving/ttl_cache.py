@@ -29,6 +29,12 @@ class TtlCache(Generic[V]):
                 self._entries[key] = (now + self.ttl_s, value)
         return value
 
+    def peek(self, key: Hashable) -> V | None:
+        """The value if it is fresh, else None; never computes (safe on an event loop)."""
+        with self._lock:
+            entry = self._entries.get(key)
+        return entry[1] if entry is not None and entry[0] > self.clock() else None
+
     def forget(self, key: Hashable) -> None:
         with self._lock:
             self._entries.pop(key, None)

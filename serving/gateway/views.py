@@ -62,13 +62,23 @@ async def chat_completions(request: Request) -> Response:
     started = time.perf_counter()
     if request.method != "POST":
         return InvalidRequest("Use POST.").response()
+    # The key first, then the organization's limits, then the body: a request that will be
+    # refused costs neither the body's bytes nor the database (known keys and limits are cached).
     try:
-        call = await in_db_thread(_admit_sync, request.headers, await _body_of(request), started)
-        admission = limiter.admit(call.org.pk, call.limits)
+        org = await _authenticated(request.headers)
+        limits = _limits.peek(org.pk) or await in_db_thread(_limits_of, org)
+        admission = limiter.admit(org.pk, limits)
     except RateLimited as limited:
         return TooManyRequests(limited.message, retry_after=retry_after_header(limited.retry_after_s)).response()
     except GatewayError as error:
         return error.response()
+    try:
+        call = await in_db_thread(_admit_sync, org, limits, request.headers, await _body_of(request), started)
+    except BaseException as error:  # a client gone (CancelledError) too
+        admission.release()
+        if isinstance(error, GatewayError):
+            return error.response()
+        raise
     if call.request["stream"]:
         return await _streamed(call, admission)
     sample = Sample()
@@ -180,8 +190,7 @@ def _event(payload: dict) -> bytes:
 
 # Database work, on the gateway's database threads ------------------------------------------------------
 
-def _admit_sync(headers: Headers, body: bytes, started: float) -> Call:
-    org = _authenticate(headers.get("Authorization", ""))
+def _admit_sync(org: Organization, limits: Limits, headers: Headers, body: bytes, started: float) -> Call:
     try:
         parsed = request_parse(json.loads(body))
     except ValueError as error:  # not JSON, or not UTF-8
@@ -193,12 +202,17 @@ def _admit_sync(headers: Headers, body: bytes, started: float) -> Call:
     except NotFound as error:
         raise ModelNotFound(error.message, param="model") from None
     task = _task_of(org, (parsed.get("metadata") or {}).get("task_id") or headers.get("X-Task-Id"))
-    return Call(org=org, request=parsed, target=target, task=task, limits=_limits_of(org), interaction_id=str(uuid.uuid4()), started=started)
+    return Call(org=org, request=parsed, target=target, task=task, limits=limits, interaction_id=str(uuid.uuid4()), started=started)
 
 
-def _authenticate(authorization: str) -> Organization:
-    scheme, _, raw_key = authorization.partition(" ")
-    principal = _principal_of(raw_key.strip()) if scheme.lower() == "bearer" else None
+async def _authenticated(headers: Headers) -> Organization:
+    """The caller's organization: from the cache on the event loop when the key was seen within
+    a second, else from the database on its thread."""
+    scheme, _, raw_key = headers.get("Authorization", "").partition(" ")
+    raw_key = raw_key.strip()
+    principal = None
+    if scheme.lower() == "bearer" and raw_key:
+        principal = _principals.peek(raw_key) or await in_db_thread(_principal_of, raw_key)
     if principal is None:
         raise Unauthenticated("Missing, unknown or revoked API key: send 'Authorization: Bearer <api_key>'.")
     return principal.org

@@ -132,6 +132,29 @@ def test_a_request_without_a_valid_key_is_refused(gateway, acme):
     assert post(gateway, acme.key + "x", {"model": "default", "messages": []}).json()["error"]["code"] == "invalid_api_key"
 
 
+def test_a_request_that_will_be_refused_costs_neither_its_body_nor_the_database(gateway, acme, monkeypatch):
+    from serving.gateway import views
+
+    TrafficLimits.objects.create(org=acme.org, requests_per_minute=0)  # suspended: every request is a 429
+    body = {"model": "default", "messages": [{"role": "user", "content": "hi"}]}
+    assert post(gateway, acme.key, body).status_code == 429  # the key and the limits are now known for a second
+    bodies, hops = [], []
+    read_body, hop = views._body_of, views.in_db_thread
+
+    async def counted_body(request):
+        bodies.append(1)
+        return await read_body(request)
+
+    async def counted_hop(function, *args):
+        hops.append(function.__name__)
+        return await hop(function, *args)
+
+    monkeypatch.setattr(views, "_body_of", counted_body)
+    monkeypatch.setattr(views, "in_db_thread", counted_hop)
+    response = post(gateway, acme.key, body)
+    assert response.status_code == 429 and bodies == [] and hops == []
+
+
 def test_the_database_down_is_a_503_not_a_500(gateway, acme, monkeypatch):
     from django.db import OperationalError
 

@@ -3,7 +3,9 @@
 import asyncio
 import gc
 import threading
+import uuid
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
 
 from serving.gateway import upstream, views
 from serving.routing import Target
@@ -22,7 +24,7 @@ class NotedAdmission:
 
 def streamed_call() -> views.Call:
     request = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    return views.Call(org=None, request=request, target=Target(name="demo-base", adapter_path=None), task=None,
+    return views.Call(org=SimpleNamespace(pk=uuid.uuid4()), request=request, target=Target(name="demo-base", adapter_path=None), task=None,
                       limits=None, interaction_id="0", started=0.0)
 
 
