@@ -153,7 +153,7 @@ async def _body_of(request: Request) -> bytes:
 
 
 async def _relay(call: Call, stack: AsyncExitStack, completion: upstream.Completion, admission: Admission):
-    sample = Sample()
+    sample, recording = Sample(), False
     try:
         async with stack:
             async for line in completion.lines():
@@ -168,12 +168,14 @@ async def _relay(call: Call, stack: AsyncExitStack, completion: upstream.Complet
                 visible = client_view(chunk, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name)
                 if visible["choices"] or "usage" in visible:
                     yield _event(visible)
+        recording = True  # from here the whole completion is recorded, even if the client goes now
         await in_db_thread(_record, call, sample)
         yield b"data: [DONE]\n\n"
     except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-stream
         # Recorded with what was generated, so that its feedback has somewhere to land; on a task
         # of its own, since this one is being cancelled and can await nothing more.
-        _in_background(in_db_thread(_record, call, sample, True))
+        if not recording:
+            _in_background(in_db_thread(_record, call, sample, True))
         raise
     except GatewayError as error:  # the stream broken off
         yield _event(error.body())
