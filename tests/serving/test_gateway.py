@@ -2,6 +2,7 @@
 vLLM server and the real database."""
 
 import asyncio
+import itertools
 import json
 import time
 
@@ -246,7 +247,9 @@ def test_a_stream_its_client_drops_is_recorded_interrupted_and_takes_feedback(ga
     monkeypatch.setattr(upstream.Completion, "lines", slowly)
     body = {"model": "default", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 200, "stream": True}
     with httpx.stream("POST", f"{gateway}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {acme.key}"}, timeout=60) as response:
-        first = json.loads(next(line for line in response.iter_lines() if line.startswith("data: "))[len("data: "):])
+        received = [json.loads(line[len("data: "):]) for line in itertools.islice(
+            (line for line in response.iter_lines() if line.startswith("data: ")), 5)]  # a few tokens, then gone
+    first = received[0]
     for _ in range(100):  # recorded once the gateway notices the disconnect, at its next chunk
         row = Interaction.objects.for_org(acme.org).filter(pk=first["id"]).first()
         if row is not None:
