@@ -24,6 +24,12 @@ class Page(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = 1000
 
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is not None and not (raw.isdigit() and 0 < int(raw)):
+            raise ValidationError({"limit": [f"A whole number from 1 to {self.max_page_size}, not {raw!r}."]})
+        return super().get_page_size(request)
+
     def decode_cursor(self, request):
         try:
             return super().decode_cursor(request)

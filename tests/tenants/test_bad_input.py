@@ -14,6 +14,13 @@ def test_a_cursor_the_api_never_gave_out_is_a_400_naming_the_cursor(acme):
     assert response.status_code == 400 and response.json()["error"]["message"].startswith("cursor:")
 
 
+@pytest.mark.parametrize("limit", ["abc", "-1", "0", "1.5"])
+def test_a_page_size_that_is_not_a_positive_whole_number_is_a_400(acme, limit):
+    response = acme.client.get(f"/api/v1/interactions?limit={limit}")
+    assert response.status_code == 400 and response.json()["error"]["message"].startswith("limit:")
+    assert acme.client.get("/api/v1/interactions?limit=5000").status_code == 200  # past the maximum: the maximum
+
+
 def test_json_nested_past_any_parsers_recursion_is_a_400(acme):
     deep = "[" * 100_000 + "]" * 100_000
     response = acme.client.post("/api/v1/feedback", data=deep, content_type="application/json")
