@@ -1,7 +1,9 @@
 """POST /v1/chat/completions: the tenant-facing, OpenAI-compatible endpoint.
 
-Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the API
-key, the route, the recording) runs on the gateway's database threads, two hops a request.
+Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the route,
+the recording) runs on the gateway's database threads, two hops a request; the API key and the
+organization's limits come from per-process caches, and cost a hop only when not known from the
+last second.
 Every completion that reaches the client is recorded first (or, streamed, before the final
 `[DONE]`); a stream its client drops is recorded with what was generated, marked interrupted;
 a request that fails upstream records nothing.
@@ -53,7 +55,6 @@ class Call:
     request: dict
     target: Target
     task: BackgroundTask | None
-    limits: Limits
     interaction_id: str
     started: float
 
@@ -73,7 +74,7 @@ async def chat_completions(request: Request) -> Response:
     except GatewayError as error:
         return error.response()
     try:
-        call = await in_db_thread(_admit_sync, org, limits, request.headers, await _body_of(request), started)
+        call = await in_db_thread(_admit_sync, org, request.headers, await _body_of(request), started)
     except BaseException as error:  # a client gone (CancelledError) too
         admission.release()
         if isinstance(error, GatewayError):
@@ -192,7 +193,7 @@ def _event(payload: dict) -> bytes:
 
 # Database work, on the gateway's database threads ------------------------------------------------------
 
-def _admit_sync(org: Organization, limits: Limits, headers: Headers, body: bytes, started: float) -> Call:
+def _admit_sync(org: Organization, headers: Headers, body: bytes, started: float) -> Call:
     try:
         parsed = request_parse(json.loads(body))
     except ValueError as error:  # not JSON, or not UTF-8
@@ -204,7 +205,7 @@ def _admit_sync(org: Organization, limits: Limits, headers: Headers, body: bytes
     except NotFound as error:
         raise ModelNotFound(error.message, param="model") from None
     task = _task_of(org, (parsed.get("metadata") or {}).get("task_id") or headers.get("X-Task-Id"))
-    return Call(org=org, request=parsed, target=target, task=task, limits=limits, interaction_id=str(uuid.uuid4()), started=started)
+    return Call(org=org, request=parsed, target=target, task=task, interaction_id=str(uuid.uuid4()), started=started)
 
 
 async def _authenticated(headers: Headers) -> Organization:
