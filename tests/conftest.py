@@ -5,6 +5,8 @@ Two organizations: acme (the owner of the objects under test, with training on) 
 acme's viewer and admin clients; the tiny base model that serving and training tests run on,
 and the adapters root of tests that register adapters.
 
+A Redis for the tests of what is shared through one: the suite's, or a throwaway one.
+
 One real vLLM server for the whole session (it takes a minute or two to start on 2 cores) and
 the gateway served by uvicorn in a thread, like `manage.py up` serves it, for the tests marked
 `vllm`: serving's, the demo's traffic driver and the whole loop. vLLM serves the tiny base
@@ -13,6 +15,9 @@ directories (tests/serving/vllm_server.py). With cache_clock, the caches the gat
 this process run on a clock that the test moves forward instead of sleeping out their TTLs.
 """
 
+import os
+import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -50,6 +55,31 @@ def viewer(acme) -> APIClient:
 @pytest.fixture
 def admin(acme) -> APIClient:
     return acme.client_with_role(Role.ADMIN)
+
+
+# Redis -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory) -> str:
+    """The suite's Redis when it runs on one (CELERY_BROKER_URL), else a throwaway redis-server
+    (scripts/services installs it; a missing one fails the tests that need it, never skips them)."""
+    broker = os.environ.get("CELERY_BROKER_URL", "")
+    if broker.startswith("redis://"):
+        yield broker
+        return
+    assert shutil.which("redis-server"), "redis-server is missing: scripts/services start installs it"
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path_factory.mktemp("redis"))], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() != "PONG":
+        assert time.monotonic() < deadline and server.poll() is None, "redis-server did not start"
+        time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    server.terminate()
+    server.wait(timeout=10)
 
 
 # Models and adapters ------------------------------------------------------------------------

@@ -3,13 +3,15 @@
 Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the route,
 the recording) runs on the gateway's database threads, two hops a request; the API key and the
 organization's limits come from per-process caches, and cost a hop only when not known from the
-last second.
+last second. An admitted request then waits for its organization's turn at the model servers
+(turns.py) before it goes upstream.
 Every completion that reaches the client is recorded first (or, streamed, before the final
 `[DONE]`); a stream its client drops is recorded with what was generated, marked interrupted;
 a request that fails upstream records nothing.
 """
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -25,12 +27,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from serving.gateway import upstream
 from serving.gateway.database import in_db_thread
-from serving.gateway.limits import Admission, Limiter, RateLimited, retry_after_header
+from serving.gateway.limits import Admission, Limiter, RateLimited, SharedLimiter, retry_after_header
 from serving.gateway.protocol import (
     GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, TaskNotFound, TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view,
     request_parse, upstream_body,
 )
 from serving.gateway.sample import Sample
+from serving.gateway.turns import FairTurns, TurnTimeout
 from serving.models import TrafficLimits
 from serving.policies import Limits
 from serving.routing import Target, target_resolve
@@ -42,9 +45,20 @@ from tenants.recording import InteractionContent, interaction_record
 
 log = logging.getLogger(__name__)
 
-limiter = Limiter()
 _limits: TtlCache[Limits] = TtlCache(ttl_s=1.0)  # a change of limits applies within a second
 _principals: TtlCache[Principal | None] = TtlCache(ttl_s=1.0)
+
+
+@functools.cache
+def limiter() -> Limiter | SharedLimiter:
+    """Shared by every gateway process through Redis when one is configured, else this process's own."""
+    url = settings.GATEWAY_LIMITS_REDIS_URL
+    return SharedLimiter(url) if url else Limiter()
+
+
+@functools.cache
+def turns() -> FairTurns:
+    return FairTurns(settings.GATEWAY_UPSTREAM_SLOTS)
 
 
 @dataclass(frozen=True)
@@ -68,15 +82,18 @@ async def chat_completions(request: Request) -> Response:
     try:
         org = await _authenticated(request.headers)
         limits = _limits.peek(org.pk) or await in_db_thread(_limits_of, org)
-        admission = limiter.admit(org.pk, limits)
+        admission = await limiter().admit(org.pk, limits)
     except RateLimited as limited:
         return TooManyRequests(limited.message, retry_after=retry_after_header(limited.retry_after_s)).response()
     except GatewayError as error:
         return error.response()
     try:
         call = await in_db_thread(_admit_sync, org, request.headers, await _body_of(request), started)
+        admission.attach(await turns().take(org.pk, timeout_s=settings.SERVING_UPSTREAM_TIMEOUT_S))
     except BaseException as error:  # a client gone (CancelledError) too
         admission.release()
+        if isinstance(error, TurnTimeout):
+            return UpstreamUnavailable(f"The model servers are busy: {error}").response()
         if isinstance(error, GatewayError):
             return error.response()
         raise

@@ -219,6 +219,36 @@ def test_a_flood_from_one_organization_does_not_starve_another(gateway, acme, gl
     assert len(calm) == 4 and all(c.choices[0].message.content is not None for c in calm)
 
 
+@pytest.fixture
+def limits_in_redis(settings, redis_url):
+    """The gateway keeps its limits in Redis, as each of several gateway processes would."""
+    from serving.gateway import views
+
+    settings.GATEWAY_LIMITS_REDIS_URL = redis_url
+    views.limiter.cache_clear()
+    yield redis_url
+    views.limiter.cache_clear()
+
+
+def test_with_redis_the_gateway_counts_what_other_gateway_processes_admitted(gateway, acme, limits_in_redis):
+    from serving.gateway.limits import SharedLimiter
+    from serving.gateway.views import _limits_read
+
+    TrafficLimits.objects.create(org=acme.org, max_concurrent=1)
+    api, limits = gateway_client(gateway, acme.key, max_retries=0), _limits_read(acme.org)
+
+    async def another_process_holds_the_slot():
+        other = SharedLimiter(limits_in_redis)
+        slot = await other.admit(acme.org.pk, limits)
+        with pytest.raises(openai.RateLimitError, match="in flight"):
+            await asyncio.to_thread(ask, api)
+        slot.release()
+        await other.close()
+
+    asyncio.run(another_process_holds_the_slot())
+    assert ask(api).choices[0].message.content is not None
+
+
 def test_a_client_that_drops_a_stream_gives_its_slot_back(gateway, acme):
     TrafficLimits.objects.create(org=acme.org, max_concurrent=1)
     body = {"model": "default", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 200, "stream": True}

@@ -176,6 +176,9 @@ SERVING_UPSTREAM_TIMEOUT_S = env_int("PLATFORM_UPSTREAM_TIMEOUT_S", 120, minimum
 # row says otherwise.
 GATEWAY_LIMITS = env_policy(Limits, requests_per_minute="PLATFORM_REQUESTS_PER_MINUTE", tokens_per_minute="PLATFORM_TOKENS_PER_MINUTE",
                             max_concurrent="PLATFORM_MAX_CONCURRENT_REQUESTS")
+# Completions each gateway process has upstream at once; past it, requests wait their
+# organization's turn (serving/gateway/turns.py). About replicas x vLLM's max_num_seqs / processes.
+GATEWAY_UPSTREAM_SLOTS = env_int("PLATFORM_UPSTREAM_SLOTS", 32, minimum=1)
 
 # Gates (serving/gates.py): the global suite, a dotted path to a function returning prompts and
 # their scorer; the embedded default's covers the demo domain. A real base model names its own.
@@ -209,6 +212,10 @@ TRAINING_STEP_SEARCH = env_bool("PLATFORM_TRAINING_STEP_SEARCH", True)
 
 # The embedded broker is a folder: it needs no server and works across processes.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+# Where the gateway's limits are kept so that they hold across every gateway process: a Redis URL (the
+# broker's, when it is Redis), or unset for each process's own (the embedded default's one process).
+GATEWAY_LIMITS_REDIS_URL = env_str("PLATFORM_LIMITS_REDIS_URL", None) or (
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None)
 _BROKER_DIR = DATA_DIR / "broker"
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {

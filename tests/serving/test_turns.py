@@ -1,0 +1,74 @@
+"""Fair turns at the model servers: a burst waits behind its own requests, not others'."""
+
+import asyncio
+
+import pytest
+
+from serving.gateway.turns import FairTurns, TurnTimeout
+
+
+async def _serve(turns: FairTurns, org: str, name: str, served: list[str], gate: asyncio.Event) -> None:
+    turn = await turns.take(org, timeout_s=10)
+    served.append(name)
+    await gate.wait()
+    turn.release()
+
+
+def test_a_burst_waits_behind_its_own_requests_not_in_front_of_another_organizations():
+    async def scenario() -> list[str]:
+        turns, served, gates = FairTurns(slots=1), [], {}
+
+        def start(org: str, name: str) -> asyncio.Task:
+            gates[name] = asyncio.Event()
+            return asyncio.create_task(_serve(turns, org, name, served, gates[name]))
+
+        tasks = [start("flood", f"flood-{i}") for i in range(6)]
+        await asyncio.sleep(0)
+        tasks.append(start("quiet", "quiet-0"))
+        await asyncio.sleep(0)
+        assert turns.waiting == 6
+        while len(served) < 7:
+            gates[served[-1]].set()  # the request being served finishes, the next one gets its turn
+            await asyncio.sleep(0.01)
+        gates[served[-1]].set()
+        await asyncio.gather(*tasks)
+        return served
+
+    served = asyncio.run(scenario())
+    assert served.index("quiet-0") == 2, served  # behind the flood's one in service and one turn of it
+    assert [name for name in served if name.startswith("flood")] == [f"flood-{i}" for i in range(6)]
+
+
+def test_a_request_that_gives_up_waiting_leaves_no_slot_taken():
+    async def scenario() -> None:
+        turns = FairTurns(slots=1)
+        held = await turns.take("acme", timeout_s=1)
+        with pytest.raises(TurnTimeout):
+            await turns.take("acme", timeout_s=0.05)
+        waiting = asyncio.create_task(turns.take("globex", timeout_s=10))
+        await asyncio.sleep(0)
+        waiting.cancel()  # its client went away
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert turns.waiting == 0
+        held.release()
+        held.release()  # a second release gives nothing back
+        first = await turns.take("acme", timeout_s=0.05)
+        with pytest.raises(TurnTimeout):
+            await turns.take("globex", timeout_s=0.05)
+        first.release()
+
+    asyncio.run(scenario())
+
+
+def test_free_slots_are_taken_at_once():
+    async def scenario() -> None:
+        turns = FairTurns(slots=3)
+        held = [await turns.take("acme", timeout_s=0.01) for _ in range(3)]
+        with pytest.raises(TurnTimeout):
+            await turns.take("acme", timeout_s=0.01)
+        for turn in held:
+            turn.release()
+        await turns.take("globex", timeout_s=0.01)
+
+    asyncio.run(scenario())
