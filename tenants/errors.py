@@ -30,3 +30,9 @@ class Unavailable(DomainError):
     """A dependency (a model server, a replica) cannot do its part now; retrying later may work."""
 
     code = "unavailable"
+
+
+class QuotaExceeded(DomainError):
+    """The organization has used what it is allowed; retrying will not help until it frees some."""
+
+    code = "storage_quota_exceeded"

@@ -203,3 +203,14 @@ class FeedbackEvent(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["org", "received_at"])]
+
+
+class StorageUsage(models.Model):
+    """What an organization's recorded interactions occupy, kept in step with every write,
+    purge and erasure (tenants/storage.py), against its quota."""
+
+    org = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="storage_usage")
+    used_bytes = models.BigIntegerField(default=0)
+    quota_bytes = models.BigIntegerField(null=True)  # None: the deployment's (settings.STORAGE_QUOTA_BYTES)
+
+    objects = TenantManager()

@@ -14,6 +14,7 @@ from tenants.locking import lock_for_share
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
 from tenants.privacy import policy_get
 from tenants.selectors import tasks_list
+from tenants.storage import ROW_BYTES, content_bytes, interaction_bytes, storage_quota_check, storage_used_change
 from tenants.transactions import retried_on_integrity_error
 
 
@@ -67,7 +68,11 @@ def interaction_record(
     only when redaction found nothing to replace. The end user's identifier (the OpenAI `user`
     field) is personal data: it is sealed with the content, purged with it, and never stored in
     zero-retention mode; canary assignment hashes it from the request, not from storage.
+    Past the organization's storage quota a recording is refused (QuotaExceeded), except the
+    gateway's: it checks before the model runs, and a completion already served is recorded.
     """
+    if source != Interaction.Source.GATEWAY:
+        storage_quota_check(org=org)
     prepared = _Sealable.prepare(content, end_user, policy_get(org=org))
     with transaction.atomic():
         lock_for_share(PrivacyPolicy.objects.for_org(org))
@@ -82,6 +87,7 @@ def interaction_record(
             interaction.redactions = prepared.redactions
             data_keys.interaction_content_seal(interaction=interaction, payload=prepared.payload)
         interaction.save(force_insert=True)
+        storage_used_change(org=org, delta=interaction_bytes(interaction.content))
     return interaction
 
 
@@ -125,7 +131,12 @@ def interaction_erase(*, interaction: Interaction, actor: str) -> None:
     """Erase one interaction with its content and the feedback about it."""
     erased_id = str(interaction.pk)  # delete() clears pk
     with transaction.atomic():
-        interaction.delete()
+        storage_used_change(org=interaction.org, delta=0)  # the storage lock: no purge between the count and the delete
+        erasing = Interaction.objects.for_org(interaction.org).filter(pk=interaction.pk)
+        if erasing.exists():
+            freed = ROW_BYTES + content_bytes(erasing)
+            interaction.delete()
+            storage_used_change(org=interaction.org, delta=-freed)
         audit_record(org=interaction.org, actor=actor, action="interaction.erase", target=erased_id)
 
 

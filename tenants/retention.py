@@ -6,9 +6,11 @@ Purging drops the ciphertext and keeps the row: metrics and feedback outlive the
 import logging
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from tenants.models import Interaction, Organization, PrivacyPolicy
+from tenants.storage import content_bytes, storage_used_change
 
 log = logging.getLogger(__name__)
 
@@ -17,15 +19,21 @@ def content_purge_expired(*, org: Organization, now=None) -> int:
     now = now or timezone.now()
     retention_days = PrivacyPolicy.objects.for_org(org).values_list("retention_days", flat=True).get()
     cutoff = now - timedelta(days=retention_days)
-    return _purge(Interaction.objects.for_org(org).filter(created_at__lt=cutoff), now)
+    return _purge(org, Interaction.objects.for_org(org).filter(created_at__lt=cutoff), now)
 
 
 def content_purge_all(*, org: Organization) -> int:
-    return _purge(Interaction.objects.for_org(org), timezone.now())
+    return _purge(org, Interaction.objects.for_org(org), timezone.now())
 
 
-def _purge(interactions, now) -> int:
-    return interactions.filter(content__isnull=False).update(content=None, content_key_version=None, content_purged_at=now)
+def _purge(org: Organization, interactions, now) -> int:
+    stored = interactions.filter(content__isnull=False)
+    with transaction.atomic():
+        storage_used_change(org=org, delta=0)  # the storage lock: no erasure between the count and the purge
+        freed = content_bytes(stored)
+        purged = stored.update(content=None, content_key_version=None, content_purged_at=now)
+        storage_used_change(org=org, delta=-freed)
+    return purged
 
 
 def content_purge_expired_everywhere() -> dict[str, int | str]:

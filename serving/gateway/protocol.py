@@ -171,6 +171,10 @@ class TaskNotFound(GatewayError):
     status, type, code = 404, "not_found_error", "task_not_found"
 
 
+class StorageQuotaExceeded(GatewayError):
+    status, type, code = 403, "permission_error", "storage_quota_exceeded"
+
+
 class TooManyRequests(GatewayError):
     status, type, code = 429, "rate_limit_error", "rate_limit_exceeded"
 

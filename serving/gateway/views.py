@@ -29,7 +29,8 @@ from serving.gateway import upstream
 from serving.gateway.database import in_db_thread
 from serving.gateway.limits import Admission, Limiter, RateLimited, SharedLimiter, retry_after_header
 from serving.gateway.protocol import (
-    GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, TaskNotFound, TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view,
+    GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, StorageQuotaExceeded, TaskNotFound, TooManyRequests, Unauthenticated,
+    UpstreamUnavailable, client_view,
     request_parse, upstream_body,
 )
 from serving.gateway.sample import Sample
@@ -38,10 +39,11 @@ from serving.models import TrafficLimits
 from serving.policies import Limits
 from serving.routing import Target, target_resolve
 from serving.ttl_cache import TtlCache
-from tenants.errors import NotFound
+from tenants.errors import NotFound, QuotaExceeded
 from tenants.models import BackgroundTask, Interaction, Organization
 from tenants.organizations import Principal, api_key_authenticate
 from tenants.recording import InteractionContent, interaction_record
+from tenants.storage import storage_quota_check
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ _principals: TtlCache[Principal | None] = TtlCache(ttl_s=1.0)
 @functools.cache
 def limiter() -> Limiter | SharedLimiter:
     """Shared by every gateway process through Redis when one is configured, else this process's own."""
-    url = settings.GATEWAY_LIMITS_REDIS_URL
+    url = settings.LIMITS_REDIS_URL
     return SharedLimiter(url) if url else Limiter()
 
 
@@ -211,6 +213,10 @@ def _event(payload: dict) -> bytes:
 # Database work, on the gateway's database threads ------------------------------------------------------
 
 def _admit_sync(org: Organization, headers: Headers, body: bytes, started: float) -> Call:
+    try:  # before the model's time is spent on a completion that could not be recorded
+        storage_quota_check(org=org)
+    except QuotaExceeded as error:
+        raise StorageQuotaExceeded(error.message) from None
     try:
         parsed = request_parse(json.loads(body))
     except ValueError as error:  # not JSON, or not UTF-8

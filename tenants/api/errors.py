@@ -11,13 +11,14 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants.api.serializers import first_error_message
-from tenants.errors import Conflict, DomainError, Forbidden, InvalidInput, NotFound, Unavailable
+from tenants.errors import Conflict, DomainError, Forbidden, InvalidInput, NotFound, QuotaExceeded, Unavailable
 
 DOMAIN_STATUS = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
     Forbidden: status.HTTP_403_FORBIDDEN,
+    QuotaExceeded: status.HTTP_403_FORBIDDEN,
     Unavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     DomainError: status.HTTP_400_BAD_REQUEST,
 }

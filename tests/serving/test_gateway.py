@@ -219,12 +219,24 @@ def test_a_flood_from_one_organization_does_not_starve_another(gateway, acme, gl
     assert len(calm) == 4 and all(c.choices[0].message.content is not None for c in calm)
 
 
+def test_past_its_storage_quota_an_organization_is_refused_before_the_model_runs(gateway, acme, settings, monkeypatch):
+    from serving.gateway import upstream
+
+    settings.STORAGE_QUOTA_BYTES = 0
+    called = []
+    monkeypatch.setattr(upstream, "completion", lambda *args: called.append(args))
+    with pytest.raises(openai.PermissionDeniedError) as raised:
+        ask(gateway_client(gateway, acme.key, max_retries=0))
+    assert raised.value.code == "storage_quota_exceeded" and called == []
+    assert Interaction.objects.for_org(acme.org).count() == 0
+
+
 @pytest.fixture
 def limits_in_redis(settings, redis_url):
     """The gateway keeps its limits in Redis, as each of several gateway processes would."""
     from serving.gateway import views
 
-    settings.GATEWAY_LIMITS_REDIS_URL = redis_url
+    settings.LIMITS_REDIS_URL = redis_url
     views.limiter.cache_clear()
     yield redis_url
     views.limiter.cache_clear()

@@ -103,6 +103,9 @@ STATIC_URL = "static/"
 
 # Request size limits of the tenant API, documented in docs/api.md ("Limits").
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("PLATFORM_MAX_REQUEST_BYTES", 4 * 1024 * 1024, minimum=1024)
+# Each organization's recorded interactions may occupy this much (tenants/storage.py), unless its
+# StorageUsage row sets its own quota; past it, new recordings are refused (403).
+STORAGE_QUOTA_BYTES = env_int("PLATFORM_STORAGE_QUOTA_BYTES", 10 * 1024**3, minimum=0)
 FEEDBACK_MAX_BATCH = env_int("PLATFORM_FEEDBACK_MAX_BATCH", 1000, minimum=1)
 
 REST_FRAMEWORK = {
@@ -117,7 +120,10 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "tenants.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_METADATA_CLASS": None,  # the schema at /api/schema/ describes the API, not OPTIONS
+    "DEFAULT_THROTTLE_CLASSES": ["tenants.api.throttling.OrganizationRateThrottle"],
 }
+# Each organization's requests a minute to the tenant API (/api/v1/), all its keys and members together.
+TENANT_API_REQUESTS_PER_MINUTE = env_int("PLATFORM_API_REQUESTS_PER_MINUTE", 6000, minimum=1)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Organization specialization platform — tenant API",
@@ -212,10 +218,16 @@ TRAINING_STEP_SEARCH = env_bool("PLATFORM_TRAINING_STEP_SEARCH", True)
 
 # The embedded broker is a folder: it needs no server and works across processes.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
-# Where the gateway's limits are kept so that they hold across every gateway process: a Redis URL (the
-# broker's, when it is Redis), or unset for each process's own (the embedded default's one process).
-GATEWAY_LIMITS_REDIS_URL = env_str("PLATFORM_LIMITS_REDIS_URL", None) or (
+# Where the per-organization limits (the gateway's, the tenant API's) are kept so that they hold
+# across every web process: a Redis URL (the broker's, when it is Redis), or unset for each
+# process's own (the embedded default's one process).
+LIMITS_REDIS_URL = env_str("PLATFORM_LIMITS_REDIS_URL", None) or (
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else None)
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "limits": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": LIMITS_REDIS_URL, "KEY_PREFIX": "platform"}
+    if LIMITS_REDIS_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "limits"},
+}
 _BROKER_DIR = DATA_DIR / "broker"
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {

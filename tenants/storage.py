@@ -1,0 +1,46 @@
+"""Each organization's storage quota: its recorded interactions' bytes (sealed content, plus a
+fixed allowance for each row's metrics and keys), counted as they are written, purged and
+erased. Past the quota, new recordings are refused with a clear error until retention, erasure
+or a larger quota makes room; nothing stored is touched.
+"""
+
+from django.conf import settings
+from django.db.models import F, Sum
+from django.db.models.functions import Length
+
+from tenants.errors import QuotaExceeded
+from tenants.models import Organization, StorageUsage
+
+ROW_BYTES = 512  # an interaction's row without its content: metrics, ids, indexes
+
+
+def interaction_bytes(content: bytes | None) -> int:
+    return ROW_BYTES + len(content or b"")
+
+
+def storage_quota_check(*, org: Organization) -> None:
+    """Raise QuotaExceeded if the organization's recordings fill its quota (read without a
+    lock: concurrent recordings may pass it by a few, never by more)."""
+    usage = StorageUsage.objects.for_org(org).values_list("used_bytes", "quota_bytes").first()
+    used, quota = usage or (0, None)
+    quota = settings.STORAGE_QUOTA_BYTES if quota is None else quota
+    if used >= quota:
+        raise QuotaExceeded(
+            f"This organization's recordings fill its storage quota ({used:,} of {quota:,} bytes): nothing more is "
+            "recorded until retention, erasure or a larger quota makes room.",
+            details={"used_bytes": used, "quota_bytes": quota},
+        )
+
+
+def storage_used_change(*, org: Organization, delta: int) -> None:
+    """Inside the transaction that writes or removes the bytes. Also the organization's storage
+    lock (the row's on PostgreSQL, the database's write lock on SQLite): a purge or an erasure
+    takes it first with a change of 0, so that what it counts is what it removes."""
+    if not StorageUsage.objects.for_org(org).update(used_bytes=F("used_bytes") + delta):
+        StorageUsage.objects.for_org(org).get_or_create(org=org)
+        StorageUsage.objects.for_org(org).update(used_bytes=F("used_bytes") + delta)
+
+
+def content_bytes(interactions) -> int:
+    """The sealed content's bytes among these interactions (for a purge, before it)."""
+    return interactions.aggregate(total=Sum(Length("content")))["total"] or 0

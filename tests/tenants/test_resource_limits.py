@@ -1,0 +1,106 @@
+"""An organization's share of the platform's resources: requests a minute to the tenant API
+(across every web process when there is Redis) and the bytes its recordings may occupy."""
+
+import time
+
+import pytest
+from django.core.cache import caches
+from django.db.models import Sum
+from django.db.models.functions import Length
+
+from tenants.api.throttling import window_key
+from tenants.models import Interaction, StorageUsage
+from tenants.privacy import policy_update
+from tenants.retention import content_purge_all
+from tenants.storage import ROW_BYTES
+from tests.factories import record
+
+URL = "/api/v1/interactions"
+
+
+# The tenant API's rate ------------------------------------------------------------------------------
+
+def test_past_its_rate_an_organization_gets_429_and_the_others_do_not(acme, globex, settings):
+    settings.TENANT_API_REQUESTS_PER_MINUTE = 3
+    for _ in range(3):
+        assert acme.client.get(URL).status_code == 200
+    refused = acme.client.get(URL)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "throttled"
+    assert "3 requests per minute" in refused.json()["error"]["message"]
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert acme.client.post(URL, {"messages": [{"role": "user", "content": "x"}], "completion": "y"}, format="json").status_code == 429
+    assert Interaction.objects.for_org(acme.org).count() == 0
+    assert globex.client.get(URL).status_code == 200
+
+
+def test_with_redis_the_count_holds_across_web_processes(acme, settings, redis_url):
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "limits": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url, "KEY_PREFIX": "test"},
+    }
+    settings.TENANT_API_REQUESTS_PER_MINUTE = 4
+    assert acme.client.get(URL).status_code == 200
+    other_process = caches.create_connection("limits")  # its own client, the same Redis
+    key = window_key(acme.org.pk, int(time.time() // 60))
+    if other_process.get(key) is None:  # the minute turned: this request opens the next window
+        assert acme.client.get(URL).status_code == 200
+    other_process.incr(key, 3)  # what another web process let through
+    assert acme.client.get(URL).status_code == 429
+
+
+# Storage --------------------------------------------------------------------------------------------
+
+def _stored_bytes(org) -> int:
+    rows = Interaction.objects.for_org(org)
+    return rows.count() * ROW_BYTES + (rows.aggregate(n=Sum(Length("content")))["n"] or 0)
+
+
+def _used(org) -> int:
+    return StorageUsage.objects.for_org(org).get().used_bytes
+
+
+def test_usage_follows_recordings_purges_and_erasures(acme, admin):
+    ids = [record(acme.client, text=f"prompt {i} " + "x" * 200 * i) for i in range(4)]
+    assert _used(acme.org) == _stored_bytes(acme.org) > 4 * ROW_BYTES
+    assert admin.delete(f"{URL}/{ids[3]}").status_code == 204
+    assert _used(acme.org) == _stored_bytes(acme.org)
+    content_purge_all(org=acme.org)
+    assert _used(acme.org) == _stored_bytes(acme.org) == 3 * ROW_BYTES
+
+
+def test_past_its_quota_an_organization_records_nothing_more_until_it_makes_room(acme, globex, admin, settings):
+    one = record(acme.client)
+    settings.STORAGE_QUOTA_BYTES = _used(acme.org) + 1
+    second = record(acme.client)
+    refused = acme.client.post(URL, {"messages": [{"role": "user", "content": "x"}], "completion": "y"}, format="json")
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["code"] == "storage_quota_exceeded" and "storage quota" in error["message"]
+    assert error["details"]["used_bytes"] >= error["details"]["quota_bytes"]
+    assert set(map(str, Interaction.objects.for_org(acme.org).values_list("pk", flat=True))) == {one, second}  # nothing lost
+    assert record(globex.client)  # another organization's quota is its own
+
+    assert admin.delete(f"{URL}/{second}").status_code == 204  # erasure makes room
+    assert record(acme.client)
+
+
+def test_an_organizations_own_quota_overrides_the_deployments(acme, settings):
+    settings.STORAGE_QUOTA_BYTES = 10**9
+    record(acme.client)
+    StorageUsage.objects.for_org(acme.org).update(quota_bytes=ROW_BYTES)
+    response = acme.client.post(URL, {"messages": [{"role": "user", "content": "x"}], "completion": "y"}, format="json")
+    assert response.status_code == 403
+
+
+def test_zero_retention_frees_the_content_and_keeps_counting_rows(acme):
+    record(acme.client, text="y" * 5000)
+    policy_update(org=acme.org, changes={"store_content": False, "training_enabled": False}, actor="test")
+    record(acme.client, text="z" * 5000)
+    assert _used(acme.org) == _stored_bytes(acme.org) == 2 * ROW_BYTES
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+def test_the_throttle_counts_every_method(acme, settings, method):
+    settings.TENANT_API_REQUESTS_PER_MINUTE = 1
+    acme.client.get(URL)
+    assert getattr(acme.client, method)(URL, {}, format="json").status_code == 429
