@@ -37,6 +37,9 @@ class Organization(models.Model):
 
 
 class Membership(models.Model):
+    # The API's id: the row's own is a sequence shared by every organization, which would let one
+    # count the others' members.
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices)
@@ -83,6 +86,7 @@ class PrivacyPolicy(models.Model):
 
 
 class AuditEvent(models.Model):
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)  # the API's id, like Membership's
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="audit_events")
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.CharField(max_length=200)

@@ -249,7 +249,7 @@ def api_key_get(*, org: Organization, key_id) -> ApiKey:
 
 
 def membership_get(*, org: Organization, member_id) -> Membership:
-    membership = Membership.objects.for_org(org).select_related("user", "org").filter(pk=member_id).first()
+    membership = Membership.objects.for_org(org).select_related("user", "org").filter(public_id=member_id).first()
     if membership is None:
         raise NotFound("No such member.")
     return membership

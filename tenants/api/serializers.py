@@ -108,7 +108,7 @@ class OrganizationDeleteSerializer(StrictSerializer):
 
 
 class MemberSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.UUIDField(source="public_id")
     email = serializers.EmailField(source="user.email")
     role = serializers.ChoiceField(choices=Role.choices)
     created_at = serializers.DateTimeField()
@@ -144,7 +144,7 @@ class ApiKeyCreatedSerializer(ApiKeySerializer):
 
 
 class AuditEventSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.UUIDField(source="public_id")
     at = serializers.DateTimeField()
     actor = serializers.CharField()
     action = serializers.CharField()

@@ -146,7 +146,7 @@ OBJECT_FACTORIES = {
 # A body that would be valid if the object were globex's own, so that a 400 cannot stand in for
 # the 404 and hide a missing organization check. DELETE and GET send none.
 WRITE_BODIES = {
-    ("api/v1/members/<int:member_id>", "PATCH"): {"role": "admin"},
+    ("api/v1/members/<uuid:member_id>", "PATCH"): {"role": "admin"},
     ("api/v1/tasks/<uuid:task_id>/outcome", "POST"): {"value": 1.0, "idempotency_key": "globex-outcome"},
     ("api/v1/adapters/<str:name>/promote", "POST"): {},
     ("api/v1/adapters/<str:name>/rollback", "POST"): {},

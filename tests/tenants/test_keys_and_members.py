@@ -160,3 +160,18 @@ def test_the_last_owner_key_stays_while_no_owner_can_log_in(acme):
     owner.save()
     assert acme.client.delete(f"/api/v1/api-keys/{owner_key.pk}").status_code == 200  # the owner can still log in
     assert acme.client.get("/api/v1/organization").status_code == 401
+
+
+def test_member_and_audit_ids_tell_nothing_of_other_organizations(acme, globex):
+    """Ids from a sequence shared by every organization would let one count the others' rows."""
+    import uuid
+
+    for org in (acme, globex, acme):
+        org.client.post("/api/v1/members", {"email": f"{uuid.uuid4().hex[:8]}@example.com", "role": "viewer"}, format="json")
+    members = acme.client.get("/api/v1/members").json()
+    events = acme.client.get("/api/v1/audit-log").json()["results"]
+    for row in members + events:
+        assert uuid.UUID(row["id"]).version == 4, row
+    one = members[-1]["id"]
+    assert acme.client.get(f"/api/v1/members/{one}").json()["id"] == one
+    assert globex.client.get(f"/api/v1/members/{one}").status_code == 404
