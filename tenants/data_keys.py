@@ -1,13 +1,16 @@
 """Organizations' data keys: sealing and opening content, rotation and crypto-shredding.
 
 Unwrapped keys are cached in process memory for a short time (KEY_CACHE_SECONDS) so that
-reading a page of interactions does not unwrap the same key a hundred times. Shredding clears
-this process's cache; other processes drop theirs within that time at the latest.
+reading a page of interactions does not unwrap the same key a hundred times. A cached key is
+used only while its row is known to exist, checked again each KEY_RECHECK_SECONDS: shredding
+clears this process's cache at once, and every other process stops using the key within a
+second (an organization deleted, a version destroyed by rotation).
 """
 
 import json
 import logging
 import time
+from dataclasses import dataclass
 from functools import cache
 
 from django.conf import settings
@@ -22,7 +25,18 @@ from tenants.models import DataKey, Interaction, Organization
 log = logging.getLogger(__name__)
 
 KEY_CACHE_SECONDS = 60.0
-_cache: dict[tuple[str, int], tuple[bytes, float]] = {}
+KEY_RECHECK_SECONDS = 1.0
+_clock = time.monotonic
+
+
+@dataclass
+class _CachedKey:
+    key: bytes
+    expires: float
+    checked: float
+
+
+_cache: dict[tuple[str, int], _CachedKey] = {}
 
 
 @cache
@@ -59,14 +73,20 @@ def _unwrap(org: Organization, data_key: DataKey) -> bytes:
 
 
 def _key(org: Organization, version: int) -> bytes:
-    cached = _cache.get((str(org.pk), version))
-    if cached is not None and cached[1] > time.monotonic():
-        return cached[0]
+    now, name = _clock(), (str(org.pk), version)
+    cached = _cache.get(name)
+    if cached is not None and cached.expires > now:
+        if cached.checked + KEY_RECHECK_SECONDS > now:
+            return cached.key
+        if DataKey.objects.for_org(org).filter(version=version).exists():
+            cached.checked = now
+            return cached.key
+        _cache.pop(name, None)
     data_key = DataKey.objects.for_org(org).filter(version=version).first()
     if data_key is None:
         raise crypto.DecryptionError(f"Data key version {version} of {org.slug} does not exist (destroyed?).")
     key = _unwrap(org, data_key)
-    _cache[(str(org.pk), version)] = (key, time.monotonic() + KEY_CACHE_SECONDS)
+    _cache[name] = _CachedKey(key=key, expires=now + KEY_CACHE_SECONDS, checked=now)
     return key
 
 

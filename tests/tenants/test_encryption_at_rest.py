@@ -141,3 +141,17 @@ def test_rotation_keeps_an_old_key_that_a_late_write_still_sealed_with(acme):
     data_keys.data_key_create(org=acme.org)  # rotation step 1, after which this write would have landed
     assert data_keys._destroy_unused_versions(acme.org, below=old_version + 1) == []
     assert data_keys.interaction_content_open(interaction=late)["messages"][0]["content"] == "late"
+
+
+def test_another_process_stops_using_a_destroyed_key_within_a_second(acme, monkeypatch):
+    """Its cache would otherwise keep the key for a minute after the organization was deleted."""
+    clock = [1000.0]
+    monkeypatch.setattr(data_keys, "_clock", lambda: clock[0])
+    row = Interaction.objects.for_org(acme.org).select_related("org").get(pk=record(acme.client, text="soon gone"))
+    assert data_keys.interaction_content_open(interaction=row)["messages"][0]["content"] == "soon gone"  # the key is cached here
+    DataKey.objects.for_org(acme.org).delete()  # as another process's org_delete does, without touching this cache
+    clock[0] += 0.5
+    assert data_keys.interaction_content_open(interaction=row)  # within the recheck interval the cache still serves
+    clock[0] += 0.6
+    with pytest.raises(crypto.DecryptionError):
+        data_keys.interaction_content_open(interaction=row)
