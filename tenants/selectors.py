@@ -1,6 +1,7 @@
 """Reads of an organization's lists, for the API and the console alike: each takes the
 organization first and returns a query scoped to it, in the order the pages show it."""
 
+from django.db.models.functions import Length
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from tenants.models import ApiKey, AuditEvent, BackgroundTask, FeedbackEvent, Interaction, Membership, Organization
@@ -19,8 +20,16 @@ def api_keys_list(*, org: Organization) -> QuerySet[ApiKey]:
 
 
 def interactions_list(*, org: Organization, filters: dict | None = None) -> QuerySet[Interaction]:
-    """Filters are field lookups already validated by the caller (adapter, task_id, ...)."""
-    return Interaction.objects.for_org(org).select_related("org").filter(**(filters or {}))
+    """Filters are field lookups already validated by the caller (adapter, task_id, ...). The
+    content is left in the database, its size annotated (`content_size`): a page chooses its
+    rows by it, then reads their content with `interaction_contents`."""
+    return (Interaction.objects.for_org(org).select_related("org").filter(**(filters or {}))
+            .defer("content").annotate(content_size=Length("content")))
+
+
+def interaction_contents(*, org: Organization, ids: list) -> dict:
+    """The sealed content of these interactions, by id (None where there is none)."""
+    return dict(Interaction.objects.for_org(org).filter(pk__in=ids).values_list("pk", "content"))
 
 
 def feedback_list(*, org: Organization, filters: dict | None = None) -> QuerySet[FeedbackEvent]:

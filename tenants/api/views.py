@@ -121,8 +121,38 @@ class ApiKeyView(APIView):
 
 # Recording ----------------------------------------------------------------------------------
 
+class InteractionPage(pages_ordered_by("-created_at")):
+    """At most `max_bytes` of content a page, so that `?limit=1000` of large interactions is not
+    gigabytes in memory: a page ends early (never empty) and its `next` goes on from there."""
+
+    max_bytes = 8 * 1024 * 1024
+
+    def paginate_queryset(self, queryset, request, view=None):
+        rows = super().paginate_queryset(queryset, request, view)
+        reverse = self.cursor is not None and self.cursor.reverse  # a `previous` page: its cursor's side is the end
+        kept, size = [], 0
+        for row in reversed(rows) if reverse else rows:
+            size += row.content_size or 0
+            if kept and size > self.max_bytes:
+                break
+            kept.append(row)
+        if len(kept) < len(rows):  # the first row left out is where the cursor on that side goes on
+            if reverse:
+                kept.reverse()
+                self.has_previous = True
+                self.previous_position = self._get_position_from_instance(rows[len(rows) - len(kept) - 1], self.ordering)
+            else:
+                self.has_next = True
+                self.next_position = self._get_position_from_instance(rows[len(kept)], self.ordering)
+            self.page = kept
+        contents = selectors.interaction_contents(org=request.auth.org, ids=[row.pk for row in kept])
+        for row in kept:
+            row.content = contents.get(row.pk)  # None if erased or purged since
+        return kept
+
+
 class InteractionListView(ListView):
-    pagination_class = pages_ordered_by("-created_at")
+    pagination_class = InteractionPage
     serializer_class = s.InteractionSerializer
     selector = staticmethod(selectors.interactions_list)
     filters = s.InteractionFilterSerializer

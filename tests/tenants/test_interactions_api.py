@@ -117,3 +117,23 @@ def test_message_content_must_be_text(acme):
         body = {"messages": [{"role": "user", "content": content}], "completion": "y"}
         response = acme.client.post(URL, body, format="json")
         assert response.status_code == 400 and response.json()["error"]["message"].startswith("messages.0.content")
+
+
+def test_a_page_holds_a_bounded_number_of_bytes_and_its_cursors_go_on_from_where_it_ended(acme, monkeypatch):
+    """?limit=1000 of large interactions would be gigabytes in memory: a page ends early instead."""
+    from tenants.api.views import InteractionPage
+
+    ids = [record(acme.client, text=f"{i} " + "x" * 3000) for i in range(5)]
+    record(acme.client, text="huge " + "y" * 20000)
+    monkeypatch.setattr(InteractionPage, "max_bytes", 7000)
+    seen, pages, url = [], [], f"{URL}?limit=1000"
+    while url:
+        page = acme.client.get(url).json()
+        pages.append(page)
+        seen += [row["id"] for row in page["results"]]
+        assert all(row["messages"] for row in page["results"])
+        url = page["next"]
+    assert sorted(seen) == sorted(ids + [seen[0]]) and len(seen) == 6  # every row once, the huge one alone
+    assert [len(page["results"]) for page in pages] == [1, 2, 2, 1]
+    back = acme.client.get(pages[2]["previous"]).json()  # back from the third page: the second, bounded from its end
+    assert [row["id"] for row in back["results"]] == [row["id"] for row in pages[1]["results"]]
