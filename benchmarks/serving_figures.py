@@ -25,20 +25,15 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BASE_NAME = "demo-base"
 os.environ.update(
     PLATFORM_DATA_DIR=tempfile.mkdtemp(prefix="platform-bench-serving-"),
-    PLATFORM_BASE_MODEL_NAME=BASE_NAME,
+    PLATFORM_BASE_MODEL_NAME="demo-base",
     PLATFORM_REQUESTS_PER_MINUTE="1000000", PLATFORM_TOKENS_PER_MINUTE="100000000", PLATFORM_MAX_CONCURRENT_REQUESTS="1000",
 )
 sys.path.insert(0, str(Path(__file__).parent))
@@ -47,64 +42,14 @@ import _django  # noqa: E402
 _django.setup()
 
 import httpx  # noqa: E402
+from _serving import BASE_NAME, PROMPTS, Run, cpu_seconds, load, platform_up, run  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from demo.base_model import embedded_base_model  # noqa: E402
-from demo.domain import generate, render_prompt  # noqa: E402
 from serving import registry  # noqa: E402
 from serving.deployments import adapter_deploy  # noqa: E402
 from serving.models import TrafficLimits  # noqa: E402
-from serving.vllm_process import VllmOptions, VllmProcess, free_port  # noqa: E402
 from tenants.organizations import org_create  # noqa: E402
 from tests.serving.adapters import random_lora  # noqa: E402
-
-
-
-@dataclass
-class Run:
-    seconds: float
-    latencies_ms: list[float]
-    completion_tokens: int
-    statuses: dict[int, int]
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.completion_tokens / self.seconds
-
-    def percentile(self, q: float) -> float:
-        ordered = sorted(self.latencies_ms)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-PROMPTS = [render_prompt(generate.sample_prompt(random.Random(i))) for i in range(64)]
-
-
-async def load(url: str, key: str, models: list[str], *, requests: int, concurrency: int, max_tokens: int = 64,
-               extra: dict | None = None) -> Run:
-    """`requests` chat completions, `concurrency` at a time, cycling through `models` and prompts."""
-    latencies, tokens, statuses = [], 0, {}
-    queue = iter(range(requests))
-
-    async def worker(client: httpx.AsyncClient) -> None:
-        nonlocal tokens
-        for i in queue:
-            body = {"model": models[i % len(models)], "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
-                    "max_tokens": max_tokens, "temperature": 1.0, "seed": i, **(extra or {})}
-            start = time.perf_counter()
-            response = await client.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
-            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
-            if response.status_code == 200:
-                latencies.append((time.perf_counter() - start) * 1000)
-                tokens += response.json()["usage"]["completion_tokens"]
-
-    async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=concurrency + 8)) as client:
-        start = time.perf_counter()
-        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
-        return Run(time.perf_counter() - start, latencies, tokens, statuses)
-
-
-def run(*args, **kwargs) -> Run:
-    return asyncio.run(load(*args, **kwargs))
 
 
 # What the gateway asks vLLM on top of the client's request, so that it can record.
@@ -121,9 +66,9 @@ def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway
     for _ in range(2):
         runs["direct"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency))
         runs["direct_same"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency, extra=RECORDING_EXTRAS))
-        before = _cpu_seconds(gateway_pid)
+        before = cpu_seconds(gateway_pid)
         runs["gateway"].append(run(gateway_url, key, ["default"], requests=requests, concurrency=concurrency))
-        cpu_s += _cpu_seconds(gateway_pid) - before
+        cpu_s += cpu_seconds(gateway_pid) - before
     tps = {name: statistics.median(r.tokens_per_s for r in rs) for name, rs in runs.items()}
     pct = {name: {q: statistics.median(r.percentile(q) for r in rs) for q in (0.5, 0.99)} for name, rs in runs.items()}
     result = {f"{name}_tokens_per_s": round(value, 1) for name, value in tps.items()}
@@ -144,12 +89,6 @@ def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway
         "gateway_statuses": runs["gateway"][-1].statuses,
     }
     return result
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), to price the gateway's own work."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def adapter_mix(vllm_url, adapters: list[str], requests, concurrency) -> dict:
@@ -209,55 +148,26 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    base_dir = embedded_base_model(ROOT / ".data")
     workdir = Path(settings.DATA_DIR)
+    with platform_up(layout=args.layout) as up:
+        orgs = [org_create(name=f"Org {i}", owner_email=f"owner@org{i}.example") for i in range(10)]
+        run(up.gateway_url, orgs[0][1], ["default"], requests=16, concurrency=4)  # warm-up: first requests compile
+        results = {"gateway_vs_direct": gateway_vs_direct(up.vllm_url, up.gateway_url, orgs[0][1], args.requests, args.concurrency,
+                                                          up.web_pid)}
+        adapters = []
+        for i, (org, _) in enumerate(orgs[:8]):
+            adapter = registry.adapter_register(org=org, source_dir=random_lora(up.base_dir, workdir / f"lora-{i}", seed=i, base_name=BASE_NAME))
+            adapter_deploy(adapter=adapter, actor="benchmark")
+            adapters.append(adapter.name)
+        run(up.vllm_url, VLLM_KEY, adapters, requests=16, concurrency=8)  # warm-up of the LoRA path
+        results["adapter_mix"] = adapter_mix(up.vllm_url, adapters, args.requests, args.concurrency)
+        results["deploy"] = deploy_time(up.gateway_url, orgs[8][0], orgs[8][1], workdir, up.base_dir)
+        TrafficLimits.objects.create(org=orgs[9][0], max_concurrent=4)
+        results["flood"] = flood(up.gateway_url, orgs[0][1], orgs[9][1], args.requests // 4)
     cores = os.cpu_count() or 1
-    pinned = args.layout == "pinned" and cores >= 2
-    vllm_env = (("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 2}"),) if pinned else ()
-    gateway_prefix = ["taskset", "-c", str(cores - 1)] if pinned else []
-    options = VllmOptions(model=base_dir, served_name=BASE_NAME, max_loras=8, max_lora_rank=8, kv_cache_gib=2, extra_env=vllm_env,
-                          api_key=settings.SERVING_VLLM_API_KEY)
-    with VllmProcess(options, log_path=workdir / "vllm.log") as vllm:
-        settings.SERVING_VLLM_URLS = [vllm.base_url]
-        port = free_port()
-        env = {**os.environ, "PLATFORM_VLLM_URLS": vllm.base_url, "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
-               "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
-        web = subprocess.Popen([*gateway_prefix, sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--port", str(port),
-                                "--no-access-log", "--log-level", "warning"], env=env, cwd=ROOT)
-        gateway_url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_for(gateway_url)
-            orgs = [org_create(name=f"Org {i}", owner_email=f"owner@org{i}.example") for i in range(10)]
-            run(gateway_url, orgs[0][1], ["default"], requests=16, concurrency=4)  # warm-up: first requests compile
-            results = {"gateway_vs_direct": gateway_vs_direct(vllm.base_url, gateway_url, orgs[0][1], args.requests, args.concurrency, web.pid)}
-            adapters = []
-            for i, (org, _) in enumerate(orgs[:8]):
-                adapter = registry.adapter_register(org=org, source_dir=random_lora(base_dir, workdir / f"lora-{i}", seed=i, base_name=BASE_NAME))
-                adapter_deploy(adapter=adapter, actor="benchmark")
-                adapters.append(adapter.name)
-            run(vllm.base_url, VLLM_KEY, adapters, requests=16, concurrency=8)  # warm-up of the LoRA path
-            results["adapter_mix"] = adapter_mix(vllm.base_url, adapters, args.requests, args.concurrency)
-            results["deploy"] = deploy_time(gateway_url, orgs[8][0], orgs[8][1], workdir, base_dir)
-            TrafficLimits.objects.create(org=orgs[9][0], max_concurrent=4)
-            results["flood"] = flood(gateway_url, orgs[0][1], orgs[9][1], args.requests // 4)
-        finally:
-            web.terminate()
-            web.wait()
     results["setup"] = {"requests": args.requests, "concurrency": args.concurrency, "max_tokens": 64, "cpus": cores,
-                        "layout": "pinned" if pinned else "shared"}
+                        "layout": "pinned" if args.layout == "pinned" and cores >= 2 else "shared"}
     print(json.dumps(results, indent=None if args.json else 2))
-
-
-def _wait_for(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("the gateway did not start")
 
 
 if __name__ == "__main__":

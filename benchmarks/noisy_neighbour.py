@@ -1,0 +1,182 @@
+"""Noisy neighbour: one organization floods the platform while another sends steady traffic;
+the quiet organization's latency and errors against the same traffic with no flood, in the
+same run.
+
+    .venv/bin/python benchmarks/noisy_neighbour.py [--seconds 45] [--rounds 2] [--layout pinned] [--json]
+
+For PostgreSQL, run it with DATABASE_URL set (`eval "$(scripts/services start)"`).
+
+The quiet organization, for `--seconds` each time: chat completions through the gateway (2 in
+flight), and through the tenant API, one at a time, a recording, a feedback event on it, and a
+page of its interactions. The flood, at the same time: 64 completions in flight against its cap
+of 16 (most answered 429 and sent again at once), recordings of 1 MiB of redaction-dense text
+(phone numbers, password assignments, tokens on long lines) 4 at a time, bodies declared at
+16 MiB (refused by their length; the server closes the connection, so the client reads no
+answer: status 0) and requests with a wrong key (`--flood` picks some of these). Quiet alone and under the flood
+alternate `--rounds` times; the figures are medians over rounds. The platform runs with its
+default limits; vLLM and the web server on cores of their own (`--layout pinned`), or sharing
+every core (`shared`).
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+os.environ.update(PLATFORM_DATA_DIR=tempfile.mkdtemp(prefix="platform-bench-neighbour-"), PLATFORM_BASE_MODEL_NAME="demo-base")
+sys.path.insert(0, str(Path(__file__).parent))
+import _django  # noqa: E402
+
+_django.setup()
+
+import httpx  # noqa: E402
+from _serving import PROMPTS, Run, completions, drive, platform_up  # noqa: E402
+from django.db import connection  # noqa: E402
+
+from tenants.organizations import org_create  # noqa: E402
+
+MESSAGE_CHARS = 200_000  # the most a message may hold; 5 of them make a 1 MB recording
+
+
+def _dense(rng: random.Random) -> str:
+    """A long line thick with what redaction looks for: its costliest text per byte."""
+    units = [lambda: f"+1 415 555 {rng.randrange(10**4):04d}, ", lambda: f'db_password="{rng.getrandbits(60):x}"; ',
+             lambda: f"ghp_{rng.getrandbits(180):045x} ", lambda: f"{rng.randrange(256)}.{rng.randrange(256)}.1.{rng.randrange(256)} "]
+    parts, size = [], 0
+    while size < MESSAGE_CHARS:
+        part = rng.choice(units)()
+        parts.append(part)
+        size += len(part)
+    return "".join(parts)[:MESSAGE_CHARS]
+
+
+def quiet_api(url: str, key: str):
+    """A recording, feedback on it, a page of the list: the tenant API as an agent uses it."""
+    headers = {"Authorization": f"Bearer {key}"}
+    recorded: list[str] = []
+
+    async def send(client: httpx.AsyncClient, i: int) -> httpx.Response:
+        step = i % 3
+        if step == 0 or not recorded:
+            body = {"messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}], "completion": "<ask>Which file?</ask>"}
+            response = await client.post(f"{url}/api/v1/interactions", json=body, headers=headers)
+            if response.status_code == 201:
+                recorded.append(response.json()["id"])
+            return response
+        if step == 1:
+            event = {"interaction_id": recorded[-1], "type": "edit_persisted", "idempotency_key": uuid.uuid4().hex}
+            return await client.post(f"{url}/api/v1/feedback", json={"events": [event]}, headers=headers)
+        return await client.get(f"{url}/api/v1/interactions?limit=20", headers=headers)
+
+    return send
+
+
+def heavy_recordings(url: str, key: str):
+    bodies = [json.dumps({"messages": [{"role": "user", "content": _dense(random.Random(seed + i))} for i in range(5)],
+                          "completion": "ok"}).encode() for seed in range(4)]
+
+    async def send(client: httpx.AsyncClient, i: int) -> httpx.Response:
+        return await client.post(f"{url}/api/v1/interactions", content=bodies[i % len(bodies)],
+                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+
+    return send
+
+
+def oversized(url: str, key: str):
+    async def send(client: httpx.AsyncClient, i: int) -> httpx.Response:
+        async def body():
+            for _ in range(16):
+                yield b"x" * (1024 * 1024)
+
+        return await client.post(f"{url}/api/v1/interactions", content=body(),
+                                 headers={"Authorization": f"Bearer {key}", "Content-Length": str(16 * 1024 * 1024)})
+
+    return send
+
+
+def wrong_key(url: str):
+    async def send(client: httpx.AsyncClient, i: int) -> httpx.Response:
+        return await client.post(f"{url}/v1/chat/completions", json={"model": "default", "messages": []},
+                                 headers={"Authorization": "Bearer not-a-key"})
+
+    return send
+
+
+async def quiet(url: str, key: str, seconds: float) -> dict[str, Run]:
+    gateway, api = await asyncio.gather(
+        drive(completions(url, key, ["default"], max_tokens=16), seconds=seconds, concurrency=2),
+        drive(quiet_api(url, key), seconds=seconds, concurrency=1),
+    )
+    return {"gateway": gateway, "api": api}
+
+
+FLOODS = {  # name -> (what each request is, how many in flight)
+    "completions": (lambda url, key: completions(url, key, ["default"], max_tokens=64), 64),
+    "heavy_recordings": (heavy_recordings, 4),
+    "oversized": (oversized, 2),
+    "wrong_key": (lambda url, key: wrong_key(url), 2),
+}
+
+
+async def flooded(url: str, quiet_key: str, flood_key: str, seconds: float, parts: list[str]) -> tuple[dict[str, Run], dict[str, Run]]:
+    tasks = {name: asyncio.create_task(drive(FLOODS[name][0](url, flood_key), seconds=seconds + 2, concurrency=FLOODS[name][1]))
+             for name in parts}
+    await asyncio.sleep(2.0)  # the flood is on before the measurement starts
+    measured = await quiet(url, quiet_key, seconds)
+    return measured, {name: await task for name, task in tasks.items()}
+
+
+def _figures(runs: list[Run]) -> dict:
+    return {f"p{q}_ms": round(statistics.median(run.percentile(q / 100) for run in runs), 1) for q in (50, 95, 99)} | {
+        "requests": sum(len(run.latencies_ms) for run in runs), "errors": sum(run.errors for run in runs)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=45)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--layout", choices=("pinned", "shared"), default="pinned")
+    parser.add_argument("--flood", nargs="+", choices=sorted(FLOODS), default=list(FLOODS), help="the kinds of flood (default: all)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    with platform_up(layout=args.layout) as up:
+        (_, quiet_key), (_, flood_key) = (org_create(name=name, owner_email=f"owner@{name}.example") for name in ("quiet", "flood"))
+        asyncio.run(quiet(up.gateway_url, quiet_key, 5))  # warm-up: first requests compile
+        alone, under, floods = {"gateway": [], "api": []}, {"gateway": [], "api": []}, []
+        for _ in range(args.rounds):
+            for part, run in asyncio.run(quiet(up.gateway_url, quiet_key, args.seconds)).items():
+                alone[part].append(run)
+            measured, flood = asyncio.run(flooded(up.gateway_url, quiet_key, flood_key, args.seconds, args.flood))
+            for part, run in measured.items():
+                under[part].append(run)
+            floods.append(flood)
+
+    results = {}
+    for part in ("gateway", "api"):
+        before, after = _figures(alone[part]), _figures(under[part])
+        results[f"quiet_{part}"] = {"alone": before, "under_flood": after,
+                                    "p95_ratio": round(after["p95_ms"] / before["p95_ms"], 2),
+                                    "p99_ratio": round(after["p99_ms"] / before["p99_ms"], 2)}
+    results["flood_statuses"] = {name: _merged(flood[name].statuses for flood in floods) for name in floods[0]}
+    results["setup"] = {"seconds": args.seconds, "rounds": args.rounds, "layout": args.layout, "flood": args.flood, "database": connection.vendor,
+                        "cpus": os.cpu_count()}
+    print(json.dumps(results, indent=None if args.json else 2))
+
+
+def _merged(counts) -> dict:
+    total: dict = {}
+    for count in counts:
+        for status, n in count.items():
+            total[status] = total.get(status, 0) + n
+    return total
+
+
+if __name__ == "__main__":
+    main()
