@@ -143,10 +143,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--layout", choices=("pinned", "shared"), default="pinned")
     parser.add_argument("--flood", nargs="+", choices=sorted(FLOODS), default=list(FLOODS), help="the kinds of flood (default: all)")
+    parser.add_argument("--upstream-slots", type=int, help="PLATFORM_UPSTREAM_SLOTS of the web server (default: the platform's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    with platform_up(layout=args.layout) as up:
+    env = {"PLATFORM_UPSTREAM_SLOTS": str(args.upstream_slots)} if args.upstream_slots else {}
+    with platform_up(layout=args.layout, env=env) as up:
         (_, quiet_key), (_, flood_key) = (org_create(name=name, owner_email=f"owner@{name}.example") for name in ("quiet", "flood"))
         asyncio.run(quiet(up.gateway_url, quiet_key, 5))  # warm-up: first requests compile
         alone, under, floods = {"gateway": [], "api": []}, {"gateway": [], "api": []}, []
@@ -165,7 +167,7 @@ def main() -> None:
                                     "p95_ratio": round(after["p95_ms"] / before["p95_ms"], 2),
                                     "p99_ratio": round(after["p99_ms"] / before["p99_ms"], 2)}
     results["flood_statuses"] = {name: _merged(flood[name].statuses for flood in floods) for name in floods[0]}
-    results["setup"] = {"seconds": args.seconds, "rounds": args.rounds, "layout": args.layout, "flood": args.flood, "database": connection.vendor,
+    results["setup"] = {"seconds": args.seconds, "rounds": args.rounds, "layout": args.layout, "flood": args.flood, "upstream_slots": args.upstream_slots or "default", "database": connection.vendor,
                         "cpus": os.cpu_count()}
     print(json.dumps(results, indent=None if args.json else 2))
 

@@ -50,6 +50,8 @@ _VALUE_FIRST = (
     _NETRC,
 )
 _KEY_FIRST = tuple(regex for regex in _KEYWORD_GROUPS if regex not in _VALUE_FIRST)
+# Each with a substring none of its matches lacks, tested first: most lines lack it.
+_VALUE_FIRST_CUES = tuple(zip(_VALUE_FIRST, ("=", "<", "pass")))
 # How far past its keyword an assignment is read. Some of the patterns above read an unquoted
 # value to the end of the line, so on a long line with many keywords an unbounded match is
 # quadratic; a longer quoted value is not a password anyone types.
@@ -100,8 +102,8 @@ def _keyword_values(line: str, budget: CheckBudget) -> Iterator[tuple[int, int]]
     if not key_starts:
         return
     checked = [pos for pos in key_starts if budget.spend()]
-    matches = [m for regex in _KEY_FIRST for pos in checked if (m := regex.match(line, pos, pos + _MAX_ASSIGNMENT))]
-    matches += (m for regex in _VALUE_FIRST for m in regex.finditer(line))
+    matches = [m for regex in _KEY_FIRST for pos in checked if (m := regex.match(line, pos, pos + _MAX_ASSIGNMENT))] if checked else []
+    matches += (m for regex, cue in _VALUE_FIRST_CUES if cue in line for m in regex.finditer(line))
     for match in matches:
         group = _KEYWORD_GROUPS[match.re]
         span = _value_span(line, match.start(group), match.end(group))
