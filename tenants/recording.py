@@ -3,10 +3,12 @@
 import uuid
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from tenants import data_keys, redaction
+from tenants import data_keys
+from tenants.redaction import aside
 from tenants.audit import audit_record
 from tenants.errors import Conflict, NotFound
 from tenants.feedback import idempotency_key_normal
@@ -73,7 +75,10 @@ def interaction_record(
     """
     if source != Interaction.Source.GATEWAY:
         storage_quota_check(org=org)
-    prepared = _Sealable.prepare(content, end_user, policy_get(org=org))
+    # The gateway's recordings are bounded by the organization's token rate; the API's, by its
+    # bytes a minute, and large ones are redacted aside, at low priority (tenants/redaction/aside.py).
+    aside_over = 0 if source == Interaction.Source.GATEWAY else settings.REDACTION_ASIDE_OVER
+    prepared = _Sealable.prepare(content, end_user, policy_get(org=org), aside_over)
     with transaction.atomic():
         lock_for_share(PrivacyPolicy.objects.for_org(org))
         policy = policy_get(org=org)
@@ -83,7 +88,7 @@ def interaction_record(
         )
         if policy.store_content:
             if prepared.payload is None or (policy.redact and not prepared.redacted):  # changed since: rare
-                prepared = _Sealable.prepare(content, end_user, policy)
+                prepared = _Sealable.prepare(content, end_user, policy, aside_over)
             interaction.redactions = prepared.redactions
             data_keys.interaction_content_seal(interaction=interaction, payload=prepared.payload)
         interaction.save(force_insert=True)
@@ -100,14 +105,12 @@ class _Sealable:
     redactions: int = 0
 
     @classmethod
-    def prepare(cls, content: InteractionContent, end_user: str | None, policy: PrivacyPolicy) -> "_Sealable":
+    def prepare(cls, content: InteractionContent, end_user: str | None, policy: PrivacyPolicy, aside_over: int) -> "_Sealable":
         if not policy.store_content:
             return cls(payload=None, redacted=False)
         messages, completion, redactions = content.messages, content.completion, 0
         if policy.redact:
-            messages, found_in_messages = redaction.redact_messages(messages)
-            redacted = redaction.redact(completion)
-            completion, redactions = redacted.text, found_in_messages + len(redacted.findings)
+            messages, completion, redactions = aside.redact_interaction(messages, completion, aside_over=aside_over)
         payload = {"messages": messages, "completion": completion}
         if content.tokens is not None and not redactions:
             payload["tokens"] = content.tokens.as_dict()

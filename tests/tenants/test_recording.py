@@ -20,13 +20,13 @@ def test_redaction_runs_before_the_write_transaction(transactional_db, monkeypat
     grows with the content, must be over before it opens."""
     org = make_tenant("Acme").org
     in_transaction = []
-    redact_messages = recording.redaction.redact_messages
+    redact_interaction = recording.aside.redact_interaction
 
-    def watched(messages):
+    def watched(*args, **kwargs):
         in_transaction.append(connection.in_atomic_block)
-        return redact_messages(messages)
+        return redact_interaction(*args, **kwargs)
 
-    monkeypatch.setattr(recording.redaction, "redact_messages", watched)
+    monkeypatch.setattr(recording.aside, "redact_interaction", watched)
     interaction = _record(org)
     assert in_transaction == [False]
     assert SECRET not in str(interaction_content(interaction=interaction))
