@@ -10,15 +10,19 @@ minute bound how much of its time one organization can take (tenants/api/throttl
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from tenants.redaction import redact, redact_messages
 
+_PR_SET_PDEATHSIG = 1
 NICENESS = 10  # CFS weight 110 against a normal process's 1,024: under contention, about a tenth of a core
 
 _pool: ProcessPoolExecutor | None = None
@@ -53,7 +57,8 @@ def _executor() -> ProcessPoolExecutor:
     with _lock:
         if _pool is None:
             # spawn, not fork: the web server's threads and connections must not be copied into it
-            _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority)
+            _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                                        initargs=(os.getpid(),))
         return _pool
 
 
@@ -65,8 +70,22 @@ def _discard() -> None:
         _pool = None
 
 
-def _lower_priority() -> None:
+def _start_worker(parent: int) -> None:
+    """Low priority, and gone with the web server: a pool's worker outlives a parent killed
+    without its exit handlers (SIGTERM, SIGKILL), holding its pipes open."""
     os.nice(NICENESS)
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: watch the parent instead
+        threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(0)
+
+
+def _exit_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _text_size(value: Any) -> int:

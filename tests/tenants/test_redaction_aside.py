@@ -47,3 +47,27 @@ def test_the_gateways_recordings_are_redacted_in_place(acme, settings, monkeypat
     interaction = interaction_record(org=acme.org, content=InteractionContent(messages=[{"role": "user", "content": LARGE}], completion="ok"),
                                      source=Interaction.Source.GATEWAY)
     assert "hunter2" not in interaction_content(interaction=interaction)["messages"][0]["content"]
+
+
+def test_the_aside_process_dies_with_the_web_server(tmp_path):
+    """A pool's worker would outlive a parent killed without its exit handlers, holding its pipes."""
+    import subprocess
+    import sys
+    import time
+
+    script = ("import os, sys; sys.path[:0] = sys.argv[1:]; from tenants.redaction import aside; "
+              "print(aside.worker_pid(), flush=True); os.kill(os.getpid(), 9)")
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", script, root], capture_output=True, text=True, timeout=60)
+    worker = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError("the aside process outlived its parent")
