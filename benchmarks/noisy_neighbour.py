@@ -15,8 +15,9 @@ of 16 (most answered 429 and sent again at once), recordings of 1 MiB of redacti
 answer: status 0) and requests with a wrong key (`--flood` picks some of these). Quiet alone and under the flood
 alternate `--rounds` times; the figures are medians over rounds. The flood comes from a process
 of its own, so that its connections do not delay the measuring process's event loop. The platform runs with its
-default limits; vLLM and the web server on cores of their own (`--layout pinned`), or sharing
-every core (`shared`).
+default limits; vLLM and the web server on cores of their own (`--layout pinned`; the clients
+then share vLLM's cores, which slows the model for both organizations, and leave the web
+server's core to it, as separate machines would), or everything on every core (`shared`).
 """
 
 import argparse
@@ -171,6 +172,10 @@ def main() -> None:
 
     env = {"PLATFORM_UPSTREAM_SLOTS": str(args.upstream_slots)} if args.upstream_slots else {}
     with platform_up(layout=args.layout, env=env) as up:
+        if args.layout == "pinned" and (os.cpu_count() or 1) >= 2:
+            # Both clients (this process and the flood's, forked from it) off the web server's core:
+            # an attacker's client runs on its own machine, and here it would take the server's CPU.
+            os.sched_setaffinity(0, set(range((os.cpu_count() or 1) - 1)))
         (_, quiet_key), (_, flood_key) = (org_create(name=name, owner_email=f"owner@{name}.example") for name in ("quiet", "flood"))
         asyncio.run(quiet(up.gateway_url, quiet_key, 5))  # warm-up: first requests compile
         alone, under, floods, web_busy = {"gateway": [], "api": []}, {"gateway": [], "api": []}, [], {"alone": [], "under_flood": []}
