@@ -16,7 +16,7 @@ from tenants.locking import lock_for_share
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
 from tenants.privacy import policy_get
 from tenants.selectors import tasks_list
-from tenants.storage import ROW_BYTES, content_bytes, interaction_bytes, storage_quota_check, storage_used_change
+from tenants.storage import ROW_BYTES, content_bytes, interaction_bytes, storage_lock, storage_quota_check, storage_used_change
 from tenants.transactions import retried_on_integrity_error
 
 
@@ -134,7 +134,7 @@ def interaction_erase(*, interaction: Interaction, actor: str) -> None:
     """Erase one interaction with its content and the feedback about it."""
     erased_id = str(interaction.pk)  # delete() clears pk
     with transaction.atomic():
-        storage_used_change(org=interaction.org, delta=0)  # the storage lock: no purge between the count and the delete
+        storage_lock(org=interaction.org)
         erasing = Interaction.objects.for_org(interaction.org).filter(pk=interaction.pk)
         if erasing.exists():
             freed = ROW_BYTES + content_bytes(erasing)

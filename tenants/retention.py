@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from tenants.models import Interaction, Organization, PrivacyPolicy
-from tenants.storage import content_bytes, storage_used_change
+from tenants.storage import content_bytes, storage_lock, storage_used_change
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def content_purge_all(*, org: Organization) -> int:
 def _purge(org: Organization, interactions, now) -> int:
     stored = interactions.filter(content__isnull=False)
     with transaction.atomic():
-        storage_used_change(org=org, delta=0)  # the storage lock: no erasure between the count and the purge
+        storage_lock(org=org)
         freed = content_bytes(stored)
         purged = stored.update(content=None, content_key_version=None, content_purged_at=now)
         storage_used_change(org=org, delta=-freed)

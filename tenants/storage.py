@@ -32,10 +32,15 @@ def storage_quota_check(*, org: Organization) -> None:
         )
 
 
+def storage_lock(*, org: Organization) -> None:
+    """The organization's storage lock until the transaction ends (its usage row's on
+    PostgreSQL, the database's write lock on SQLite): a purge or an erasure takes it before it
+    counts what it removes, so that no other removal lands in between."""
+    storage_used_change(org=org, delta=0)
+
+
 def storage_used_change(*, org: Organization, delta: int) -> None:
-    """Inside the transaction that writes or removes the bytes. Also the organization's storage
-    lock (the row's on PostgreSQL, the database's write lock on SQLite): a purge or an erasure
-    takes it first with a change of 0, so that what it counts is what it removes."""
+    """Inside the transaction that writes or removes the bytes (it locks the usage row)."""
     if not StorageUsage.objects.for_org(org).update(used_bytes=F("used_bytes") + delta):
         StorageUsage.objects.for_org(org).get_or_create(org=org)
         StorageUsage.objects.for_org(org).update(used_bytes=F("used_bytes") + delta)
