@@ -173,6 +173,6 @@ def cache_clock(monkeypatch) -> MovableClock:
     from serving.gateway import views
 
     clock = MovableClock()
-    for cache in (views._principals, views._limits, routing._routes):
+    for cache in (views._principals, views._limits, views._over_quota, routing._routes):
         monkeypatch.setattr(cache, "clock", clock)
     return clock

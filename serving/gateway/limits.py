@@ -183,6 +183,7 @@ class SharedLimiter:
         self._serial = itertools.count()
         self._live: dict[str, tuple[str, str]] = {}  # slot -> its keys, renewed while held
         self._redis: aioredis.Redis | None = None
+        self._scripts: dict[str, object] = {}
         self._renewing: asyncio.Task | None = None
         self._releasing: set[asyncio.Task] = set()
         self._fallback = Limiter()
@@ -194,9 +195,8 @@ class SharedLimiter:
         slot = f"{self._process}:{next(self._serial)}"
         now = self.clock()
         try:
-            code, wait = await self._client().eval(
-                _ADMIT, 2, *keys, now, limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrent,
-                slot, now + self.lease_s,
+            code, wait = await self._script(_ADMIT)(
+                keys=keys, args=(now, limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrent, slot, now + self.lease_s),
             )
         except RedisError as error:
             log.warning("Redis unreachable for the shared limits (%s); this process limits on its own for now", error)
@@ -214,7 +214,7 @@ class SharedLimiter:
     def _release(self, slot: str, tokens: int) -> None:
         keys = self._live.pop(slot)
         try:
-            task = asyncio.get_running_loop().create_task(self._client().eval(_RELEASE, 2, *keys, slot, tokens))
+            task = asyncio.get_running_loop().create_task(self._script(_RELEASE)(keys=keys, args=(slot, tokens)))
         except RuntimeError:  # no loop any more: the lease runs out instead
             return
         self._releasing.add(task)
@@ -233,7 +233,15 @@ class SharedLimiter:
     def _client(self) -> aioredis.Redis:
         if self._redis is None:
             self._redis = aioredis.Redis.from_url(self.url, socket_timeout=1.0, socket_connect_timeout=1.0)
+            self._scripts = {}
         return self._redis
+
+    def _script(self, source: str):
+        """The script, sent by its hash (EVALSHA): Redis loads the text once, not with every request."""
+        client = self._client()
+        if source not in self._scripts:
+            self._scripts[source] = client.register_script(source)
+        return self._scripts[source]
 
     def _keep_renewing(self) -> None:
         if self._renewing is None or self._renewing.done():

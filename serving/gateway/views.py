@@ -3,7 +3,7 @@
 Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the route,
 the recording) runs on the gateway's database threads, two hops a request; the API key and the
 organization's limits come from per-process caches, and cost a hop only when not known from the
-last second. An admitted request then waits for its organization's turn at the model servers
+last second; whether it is over its storage quota is also known for a second. An admitted request then waits for its organization's turn at the model servers
 (turns.py) before it goes upstream.
 Every completion that reaches the client is recorded first (or, streamed, before the final
 `[DONE]`); a stream its client drops is recorded with what was generated, marked interrupted;
@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 _limits: TtlCache[Limits] = TtlCache(ttl_s=1.0)  # a change of limits applies within a second
 _principals: TtlCache[Principal | None] = TtlCache(ttl_s=1.0)
+_over_quota: TtlCache[str] = TtlCache(ttl_s=1.0)  # why the organization is over its storage quota, or ""
 
 
 @functools.cache
@@ -213,10 +214,8 @@ def _event(payload: dict) -> bytes:
 # Database work, on the gateway's database threads ------------------------------------------------------
 
 def _admit_sync(org: Organization, headers: Headers, body: bytes, started: float) -> Call:
-    try:  # before the model's time is spent on a completion that could not be recorded
-        storage_quota_check(org=org)
-    except QuotaExceeded as error:
-        raise StorageQuotaExceeded(error.message) from None
+    if over_quota := _over_quota.get(org.pk, lambda: _quota_read(org)):  # before the model's time is spent
+        raise StorageQuotaExceeded(over_quota)
     try:
         parsed = request_parse(json.loads(body))
     except ValueError as error:  # not JSON, or not UTF-8
@@ -260,6 +259,14 @@ def _task_of(org: Organization, task_id: str | None) -> BackgroundTask | None:
     if task is None:
         raise TaskNotFound(f"No task {task_id} in this organization.", param="metadata")
     return task
+
+
+def _quota_read(org: Organization) -> str:
+    try:
+        storage_quota_check(org=org)
+    except QuotaExceeded as error:
+        return error.message
+    return ""
 
 
 def _limits_of(org: Organization) -> Limits:

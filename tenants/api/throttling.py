@@ -43,13 +43,14 @@ def _body_size(request) -> int:
 
 
 def _count(key: str, amount: int) -> int:
+    """Add to the window's count; one round trip once the window is open."""
     cache = caches["limits"]
-    cache.add(key, 0, timeout=120)
     try:
         return cache.incr(key, amount)
-    except ValueError:  # expired between the two calls: this request opens the window again
-        cache.add(key, amount, timeout=120)
-        return amount
+    except ValueError:  # the window's first request (or it expired just now)
+        if cache.add(key, amount, timeout=120):
+            return amount
+        return cache.incr(key, amount)  # another process opened it first
 
 
 def window_key(org_id, window: int, what: str = "requests") -> str:
