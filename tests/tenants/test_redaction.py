@@ -206,6 +206,18 @@ def test_it_redacts_a_bare_dotted_quad_since_it_cannot_be_told_from_an_address()
     assert kinds("connect to 1.2.3.4") == ["ip_address"]
 
 
+_OCTET = st.one_of(st.integers(0, 255).map(str), st.sampled_from(["0", "00", "01", "127", "169", "224", "240", "255", "256", "999"]))
+
+
+@given(st.lists(_OCTET, min_size=4, max_size=4).map(".".join) | st.sampled_from(
+    ["127.0.0.1", "0.0.0.0", "169.254.1.1", "224.0.0.251", "239.255.255.255", "240.0.0.1", "255.255.255.255",
+     "192.0.2.7", "198.51.100.1", "203.0.113.9", "10.0.0.1", "192.168.1.5", "8.8.8.8", "٣.٣.٣.٣"]))
+def test_the_ipv4_fast_path_rules_out_exactly_what_ipaddress_does(quad: str) -> None:
+    from tenants.redaction import pii
+
+    assert pii._is_personal_ipv4(quad) == pii._is_personal_address(quad)
+
+
 # --------------------------------------------------------------------------- #
 # Contract                                                                     #
 # --------------------------------------------------------------------------- #
