@@ -84,7 +84,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenants.redaction import passwords, pii, private_keys, secrets
-from tenants.redaction.scan import MARKER_RE, Finding, Scan, mask_markers
+from tenants.redaction.scan import MARKER_RE, CheckBudget, Finding, Scan, mask_markers
 
 __all__ = ["KINDS", "Finding", "Redacted", "redact", "redact_messages"]
 
@@ -117,7 +117,8 @@ class Redacted:
 
 def redact(text: str) -> Redacted:
     """Replace every secret and PII span in ``text`` by ``[REDACTED:<kind>]``."""
-    findings = _find(text)
+    budgets: dict[str, CheckBudget] = {}  # the costly checks, over every pass
+    findings = _find(text, budgets)
     # Removing a secret can expose a neighbour glued to it ("jane@acme.com" +
     # "ghp_..." reads as one word until the token is gone), so rescan the result
     # until nothing new turns up: that is what makes redact() idempotent.
@@ -125,7 +126,7 @@ def redact(text: str) -> Redacted:
         if not findings:
             break
         rendered, segments = _render(text, findings)
-        exposed = [_to_original(f, segments) for f in _find_around_markers(rendered)]
+        exposed = [_to_original(f, segments) for f in _find_around_markers(rendered, budgets)]
         if not exposed:
             break
         findings = _merge(findings + exposed)
@@ -209,13 +210,13 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return merged
 
 
-def _find(text: str) -> list[Finding]:
-    scan = Scan(mask_markers(text))
+def _find(text: str, budgets: dict[str, CheckBudget]) -> list[Finding]:
+    scan = Scan(mask_markers(text), budgets)
     found = (finding for detect in _DETECTORS for finding in detect(scan))
     return _merge(_drop_marker_overlaps(found, text))
 
 
-def _find_around_markers(rendered: str) -> list[Finding]:
+def _find_around_markers(rendered: str, budgets: dict[str, CheckBudget]) -> list[Finding]:
     """Findings on the lines holding a marker: all other lines are as they were
     scanned already, and every detector but the private-key one is line-local.
 
@@ -231,7 +232,7 @@ def _find_around_markers(rendered: str) -> list[Finding]:
         pieces.append(rendered[start:end])
         cursor += end - start + 1
     found: list[Finding] = []
-    for finding in _find("\n".join(pieces)):
+    for finding in _find("\n".join(pieces), budgets):
         i = bisect.bisect_right(joined_starts, finding.start) - 1
         block_start, block_end = blocks[i]
         shift = block_start - joined_starts[i]

@@ -39,8 +39,9 @@ _KEYWORD_SUPPLEMENT: dict[re.Pattern[str], int] = {
 }
 _XML_ELEMENT = re.compile(r"<(?:%s)[\w-]*>([^<\n]+)</" % _KEYWORDS, re.IGNORECASE)
 # .netrc: "password x" alone on its line or after "login <user>"; the value must
-# hold a digit, or any line of prose ending in "password <word>" would match.
-_NETRC = re.compile(r"""(?:^[ \t]*|\blogin\s+\S+\s+)(?:password|passwd)[ \t]+(?=\S*\d)([^\s"'`=:]\S*)\s*$""")
+# hold a digit, or any line of prose ending in "password <word>" would match. Multiline: it is
+# matched within a line of the whole text, where "^" is the position after a line break.
+_NETRC = re.compile(r"""(?:^[ \t]*|\blogin\s+\S+\s+)(?:password|passwd)[ \t]+(?=\S*\d)([^\s"'`=:]\S*)\s*$""", re.MULTILINE)
 _KEYWORD_GROUPS = {**_KEYWORD_PATTERNS, **_KEYWORD_SUPPLEMENT, _XML_ELEMENT: 1, _NETRC: 1}
 # All but these open with the keyword, so on a line the others are only tried
 # (re.match) where a keyword starts: ~20x cheaper than scanning every position.
@@ -50,8 +51,8 @@ _VALUE_FIRST = (
     _NETRC,
 )
 _KEY_FIRST = tuple(regex for regex in _KEYWORD_GROUPS if regex not in _VALUE_FIRST)
-# Each with a substring none of its matches lacks, tested first: most lines lack it.
-_VALUE_FIRST_CUES = tuple(zip(_VALUE_FIRST, ("=", "<", "pass")))
+# Each with a cue none of its matches lacks, looked for first: most lines lack it.
+_VALUE_FIRST_CUES = tuple(zip(_VALUE_FIRST, map(re.compile, ("[!=]{2}", "<", "pass"))))
 # How far past its keyword an assignment is read. Some of the patterns above read an unquoted
 # value to the end of the line, so on a long line with many keywords an unbounded match is
 # quadratic; a longer quoted value is not a password anyone types.
@@ -60,16 +61,13 @@ _KEYWORD_WORD = re.compile(_KEYWORDS, re.IGNORECASE)
 # The same on ASCII-lowered text, where it finds every keyword 3x faster (ñ is not ASCII).
 _KEYWORD_IN_LOWERED = re.compile(_KEYWORDS.replace("ñ", "[ñÑ]"))
 _ANY_ASSIGNMENT = re.compile(_KEYWORDS + _ASSIGN + r"""(?:(["'`])([^"'`\n]+)\1|([^\s"'`]+))""", re.IGNORECASE)
-# Lowercase cues covering every keyword above; runs on lowered text.
-_KEYWORD_GATE = re.compile(r"pass|pwd|secret|key|contras")
 _KEY_CHARS = re.compile(r"[\w\-]*")
-# Names that hold something *about* a secret, not the secret itself.
-_NOT_A_VALUE_KEY = re.compile(
-    r"(?:name|ref|id|ids|path|file|filename|dir|type|arn|env|var|field|label|prompt|hint|help|"
-    r"text|message|msg|error|placeholder|policy|length|len|min|max|count|url|uri|manager|provider|"
-    r"store|backend|hasher|hashers|validators?|reset|changed|expires?|expiry|ttl|timeout|header|"
-    r"selector|input|version|strength|rotation|required|enabled|prefix|suffix)$",
-    re.IGNORECASE,
+# Names that hold something *about* a secret, not the secret itself (lowered suffixes).
+_NOT_A_VALUE_KEY = tuple(
+    "name ref id ids path file filename dir type arn env var field label prompt hint help text message msg error "
+    "placeholder policy length len min max count url uri manager provider store backend hasher hashers validator "
+    "validators reset changed expire expires expiry ttl timeout header selector input version strength rotation "
+    "required enabled prefix suffix".split()
 )
 PLACEHOLDER = re.compile(
     r"(?:none|null|nil|undefined|true|false|yes|no|empty|string|str|bytes|int|"
@@ -93,53 +91,66 @@ _QUOTES = "\"'`"
 
 
 def detect(scan: Scan) -> Iterator[Finding]:
-    budget = scan.budget(bytes_per_check=400, free=100)  # the patterns and filters: ~50 us a keyword
-    for line_start, line in scan.lines_with(_KEYWORD_GATE):
-        lowered = scan.lower[line_start : line_start + len(line)]
-        for start, end in _keyword_values(line, lowered, budget):
-            yield Finding("password", line_start + start, line_start + end)
+    budget = scan.budget("password", bytes_per_check=400, free=100)  # the patterns and filters: ~50 us a keyword
+    for line_start, line_end, key_starts in _keywords_by_line(scan):
+        for start, end in _keyword_values(scan.text, line_start, line_end, key_starts, budget):
+            yield Finding("password", start, end)
 
 
-def _keyword_values(line: str, lowered: str, budget: CheckBudget) -> Iterator[tuple[int, int]]:
-    key_starts = [hit.start() for hit in _KEYWORD_IN_LOWERED.finditer(lowered)]
-    if not key_starts:
-        return
+def _keywords_by_line(scan: Scan) -> Iterator[tuple[int, int, list[int]]]:
+    """Where keywords start, grouped by line: one pass over the whole text, so that a text of
+    many short lines costs no more per byte than one long line."""
+    line_start, line_end, key_starts = 0, -1, []
+    for hit in _KEYWORD_IN_LOWERED.finditer(scan.lower):
+        if hit.start() > line_end:
+            if key_starts:
+                yield line_start, line_end, key_starts
+            (line_start, line_end), key_starts = scan.line_bounds(hit.start()), []
+        key_starts.append(hit.start())
+    if key_starts:
+        yield line_start, line_end, key_starts
+
+
+def _keyword_values(text: str, line_start: int, line_end: int, key_starts: list[int], budget: CheckBudget) -> Iterator[tuple[int, int]]:
+    """The values assigned on one line, as spans of ``text``. Every match ends at the line's end
+    (``endpos``), so no pattern reads past it."""
     checked = [pos for pos in key_starts if budget.spend()]
-    matches = [m for regex in _KEY_FIRST for pos in checked if (m := regex.match(line, pos, pos + _MAX_ASSIGNMENT))] if checked else []
-    matches += (m for regex, cue in _VALUE_FIRST_CUES if cue in line for m in regex.finditer(line))
+    matches = [m for regex in _KEY_FIRST for pos in checked if (m := regex.match(text, pos, min(line_end, pos + _MAX_ASSIGNMENT)))]
+    matches += (m for regex, cue in _VALUE_FIRST_CUES if cue.search(text, line_start, line_end)
+                for m in regex.finditer(text, line_start, line_end))
     for match in matches:
         group = _KEYWORD_GROUPS[match.re]
-        span = _value_span(line, match.start(group), match.end(group))
-        if span and _is_secret_value(line, match, span):
+        span = _value_span(text, match.start(group), match.end(group))
+        if span and _is_secret_value(text, match, span):
             yield span
     for pos in key_starts[len(checked):]:  # past the budget: any assigned value, unfiltered
-        if match := _ANY_ASSIGNMENT.match(line, pos, pos + _MAX_ASSIGNMENT):
-            if span := _value_span(line, match.start(match.lastindex), match.end(match.lastindex)):
+        if match := _ANY_ASSIGNMENT.match(text, pos, min(line_end, pos + _MAX_ASSIGNMENT)):
+            if span := _value_span(text, match.start(match.lastindex), match.end(match.lastindex)):
                 yield span
 
 
-def _value_span(line: str, start: int, end: int) -> tuple[int, int] | None:
+def _value_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The value's span: whole if quoted, else its first token (the rest is code or a comment)."""
-    if line.startswith("\0", start):
+    if text.startswith("\0", start):
         return None  # a marker from an earlier pass (masked): redacted already, not worth the filters
-    if _is_quoted(line, start, end):
+    if _is_quoted(text, start, end):
         return start, end
-    cut = _UNQUOTED_CUT.search(line, start, end)
+    cut = _UNQUOTED_CUT.search(text, start, end)
     end = cut.start() if cut else end
-    while end > start and line[end - 1] in ")]}>\"'`:.":  # closing code, sentence punctuation
+    while end > start and text[end - 1] in ")]}>\"'`:.":  # closing code, sentence punctuation
         end -= 1
     return (start, end) if end > start else None
 
 
-def _is_quoted(line: str, start: int, end: int) -> bool:
-    return 0 < start and end < len(line) and line[start - 1] in _QUOTES and line[end] == line[start - 1]
+def _is_quoted(text: str, start: int, end: int) -> bool:
+    return 0 < start and end < len(text) and text[start - 1] in _QUOTES and text[end] == text[start - 1]
 
 
-def _is_secret_value(line: str, match: re.Match[str], span: tuple[int, int]) -> bool:
-    key_start, key_end = _key_span(line, match, span)
-    if _NOT_A_VALUE_KEY.search(line[key_start:key_end]):
+def _is_secret_value(text: str, match: re.Match[str], span: tuple[int, int]) -> bool:
+    key_start, key_end = _key_span(text, match, span)
+    if text[key_start:key_end].lower().endswith(_NOT_A_VALUE_KEY):
         return False
-    value, quoted = line[span[0] : span[1]], _is_quoted(line, *span)
+    value, quoted = text[span[0] : span[1]], _is_quoted(text, *span)
     if not is_literal_value(value, quoted):
         return False
     if quoted or key_end > span[0]:
@@ -148,7 +159,7 @@ def _is_secret_value(line: str, match: re.Match[str], span: tuple[int, int]) -> 
     # a name (user_password2, hunter2) passes only in config style, where the
     # operator hugs the key (KEY=value, key: value, <key>value), not in code
     # (password = pw2).
-    operator = line[key_end : span[0]]
+    operator = text[key_end : span[0]]
     if "==" in operator or "!=" in operator:
         return False
     return not _NAME_LIKE.fullmatch(value) or operator.lstrip("\"']")[:1] in ("=", ":", ">")
@@ -187,14 +198,14 @@ def _is_unquoted_secret(value: str) -> bool:
     return not _LETTERS_ONLY.fullmatch(value)
 
 
-def _key_span(line: str, match: re.Match[str], value: tuple[int, int]) -> tuple[int, int]:
+def _key_span(text: str, match: re.Match[str], value: tuple[int, int]) -> tuple[int, int]:
     """The full identifier holding the keyword (e.g. ``DB_PASSWORD_FILE``)."""
-    for hit in _KEYWORD_WORD.finditer(line, match.start(), match.end()):
+    for hit in _KEYWORD_WORD.finditer(text, match.start(), match.end()):
         if value[0] <= hit.start() < value[1]:
             continue  # the keyword is inside the value ("secret": "my-secret-1")
         left = hit.start()
-        while left > 0 and (line[left - 1].isalnum() or line[left - 1] in "_-"):
+        while left > 0 and (text[left - 1].isalnum() or text[left - 1] in "_-"):
             left -= 1
-        right = _KEY_CHARS.match(line, hit.start())
+        right = _KEY_CHARS.match(text, hit.start())
         return left, right.end() if right else hit.end()
     return match.start(), match.start()

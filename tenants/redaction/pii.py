@@ -25,8 +25,11 @@ def detect(scan: Scan) -> Iterator[Finding]:
     yield from _phones(scan)
 
 
+# The regexes below open with a character class and check what precedes it right after
+# ("x(?<![\w.]x)" rather than "(?<![\w.])x"): the engine then skips ahead to candidates at C
+# speed, where an opening lookbehind is tried at every position (6x slower on redacted text).
 _EMAIL = re.compile(
-    r"(?<![\w.%+\-])[A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}"
+    r"[A-Za-z0-9](?<![\w.%+\-][A-Za-z0-9])[A-Za-z0-9._%+\-]{0,63}"
     r"@((?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24}))(?![\w\-]|\.[A-Za-z0-9])"
 )
 # "TLDs" that are really file extensions: icon@2x.png, pkg@1.0.0.tgz.
@@ -59,7 +62,7 @@ _AUTHORITY_REACH = 256
 _AUTHORITY_BREAK = re.compile(r"[\s/\"'<>]")
 
 
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
+_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w]|\.\d)")
 _IPV6 = re.compile(
     r"(?<![\w:.])(?=[0-9A-Fa-f:.]*\d)"  # not inside a word; holds a digit
     r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}){0,3}"  # groups, maybe an embedded IPv4
@@ -87,7 +90,7 @@ def _ip_addresses(scan: Scan) -> Iterator[Finding]:
             continue
         if _is_personal_ipv4(match.group()) and not _is_network(text, match):
             yield Finding("ip_address", match.start(), match.end())
-    for match in _IPV6.finditer(text):
+    for match in _IPV6.finditer(text) if ":" in text else ():  # it cannot open with a class
         if _is_personal_address(match.group()) and not _is_network(text, match):
             yield Finding("ip_address", match.start(), match.end())
 
@@ -163,7 +166,7 @@ _COUNTRY_PREFIX = re.compile(r"^\+\d{1,3}[ .-]?")
 
 
 def _phones(scan: Scan) -> Iterator[Finding]:
-    text, budget = scan.text, scan.budget(bytes_per_check=1_000, free=50)  # the matcher: ~0.2-1 ms a window
+    text, budget = scan.text, scan.budget("phone", bytes_per_check=1_000, free=50)  # the matcher: ~0.2-1 ms a window
     for candidate in _PHONE_CANDIDATE.finditer(text):
         if not _is_phone_candidate(text, candidate):
             continue

@@ -37,10 +37,10 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 
 class CheckBudget:
     """How many more costly checks (a phone-number parse, a password's filters) one detector
-    may run on a text: one per `bytes_per_check` bytes of it, beyond a first `free` ones. Past
-    that, the detector redacts candidates on their cheap shape alone. Text that dense with cues
-    is a dump or an attack; erring towards redaction keeps it safe while the cost per byte stays
-    bounded (docs/figures.md)."""
+    may run on a text: one per `bytes_per_check` bytes of it, beyond a first `free` ones, over
+    all the passes of one `redact` call. Past that, the detector redacts candidates on their
+    cheap shape alone. Text that dense with cues is a dump or an attack; erring towards
+    redaction keeps it safe while the cost per byte stays bounded (docs/figures.md)."""
 
     def __init__(self, text_length: int, *, bytes_per_check: int, free: int) -> None:
         self.left = max(free, text_length // bytes_per_check)
@@ -52,14 +52,18 @@ class CheckBudget:
 
 
 class Scan:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, budgets: dict[str, CheckBudget] | None = None) -> None:
         self.text = text
         self.lower = text.translate(_ASCII_LOWER)
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._budgets = {} if budgets is None else budgets
 
-    def budget(self, *, bytes_per_check: int, free: int) -> CheckBudget:
-        """A fresh budget of costly checks for one detector on this text."""
-        return CheckBudget(len(self.text), bytes_per_check=bytes_per_check, free=free)
+    def budget(self, detector: str, *, bytes_per_check: int, free: int) -> CheckBudget:
+        """The detector's budget of costly checks: sized by the first text it is asked for on,
+        then shared by the scans given the same ``budgets`` (the rescans of one text)."""
+        if detector not in self._budgets:
+            self._budgets[detector] = CheckBudget(len(self.text), bytes_per_check=bytes_per_check, free=free)
+        return self._budgets[detector]
 
     def line_at(self, pos: int) -> tuple[int, str]:
         """The line holding ``pos`` (without its line break) and its start offset."""
