@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from tenants.errors import Conflict, InvalidInput, NotFound
 from tenants.models import FeedbackEvent, Interaction, Organization
+from tenants.storage import FEEDBACK_ROW_BYTES, storage_quota_check, storage_used_change
 from tenants.transactions import retried_on_integrity_error
 
 EVENT_TYPES = frozenset(FeedbackEvent.Type.values)
@@ -192,7 +193,10 @@ def _ingest(org: Organization, events: list[FeedbackIn]) -> list[ItemResult]:
                 conflicts.append({"index": index, "message": f"idempotency_key {event.idempotency_key!r} was used for a different event."})
         if conflicts:
             raise Conflict(f"{len(conflicts)} events reuse an idempotency key for a different event; nothing was stored.", details=conflicts)
-        _insert(org, new_events, now)
+        if new_events:  # a replay of stored events is answered even past the quota
+            storage_quota_check(org=org)
+            _insert(org, new_events, now)
+            storage_used_change(org=org, delta=len(new_events) * FEEDBACK_ROW_BYTES)
     return results
 
 

@@ -16,7 +16,16 @@ from tenants.locking import lock_for_share
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
 from tenants.privacy import policy_get
 from tenants.selectors import tasks_list
-from tenants.storage import ROW_BYTES, content_bytes, interaction_bytes, storage_lock, storage_quota_check, storage_used_change
+from tenants.storage import (
+    FEEDBACK_ROW_BYTES,
+    INTERACTION_ROW_BYTES,
+    TASK_ROW_BYTES,
+    content_bytes,
+    interaction_bytes,
+    storage_lock,
+    storage_quota_check,
+    storage_used_change,
+)
 from tenants.transactions import retried_on_integrity_error
 
 
@@ -137,14 +146,19 @@ def interaction_erase(*, interaction: Interaction, actor: str) -> None:
         storage_lock(org=interaction.org)
         erasing = Interaction.objects.for_org(interaction.org).filter(pk=interaction.pk)
         if erasing.exists():
-            freed = ROW_BYTES + content_bytes(erasing)
+            feedback = FeedbackEvent.objects.for_org(interaction.org).filter(interaction=interaction).count()
+            freed = INTERACTION_ROW_BYTES + content_bytes(erasing) + feedback * FEEDBACK_ROW_BYTES
             interaction.delete()
             storage_used_change(org=interaction.org, delta=-freed)
         audit_record(org=interaction.org, actor=actor, action="interaction.erase", target=erased_id)
 
 
 def task_create(*, org: Organization) -> BackgroundTask:
-    return BackgroundTask.objects.create(org=org)
+    storage_quota_check(org=org)
+    with transaction.atomic():
+        task = BackgroundTask.objects.create(org=org)
+        storage_used_change(org=org, delta=TASK_ROW_BYTES)
+    return task
 
 
 def task_get(*, org: Organization, task_id) -> BackgroundTask:
@@ -175,9 +189,11 @@ def _task_outcome_record(task: BackgroundTask, value: float, idempotency_key: st
             return existing, False
         if FeedbackEvent.objects.for_org(org).filter(task=task, type=FeedbackEvent.Type.TASK_OUTCOME).exists():
             raise Conflict(f"Task {task.pk} already has an outcome.")
+        storage_quota_check(org=org)
         now = timezone.now()
         event = FeedbackEvent.objects.create(
             org=org, task=task, type=FeedbackEvent.Type.TASK_OUTCOME, value=value,
             idempotency_key=idempotency_key, occurred_at=now, received_at=now,
         )
+        storage_used_change(org=org, delta=FEEDBACK_ROW_BYTES)
     return event, True

@@ -1,7 +1,8 @@
-"""Each organization's storage quota: its recorded interactions' bytes (sealed content, plus a
-fixed allowance for each row's metrics and keys), counted as they are written, purged and
-erased. Past the quota, new recordings are refused with a clear error until retention, erasure
-or a larger quota makes room; nothing stored is touched.
+"""Each organization's storage quota: what it has recorded (interactions' sealed content plus a
+fixed allowance for each row of interactions, feedback events and background tasks), counted as
+it is written, purged and erased. Past the quota, new recordings, feedback and tasks are refused
+with a clear error until retention, erasure or a larger quota makes room; nothing stored is
+touched.
 """
 
 from django.conf import settings
@@ -11,16 +12,19 @@ from django.db.models.functions import Length
 from tenants.errors import QuotaExceeded
 from tenants.models import Organization, StorageUsage
 
-ROW_BYTES = 512  # an interaction's row without its content: metrics, ids, indexes
+# Each row's allowance, its content aside: columns and index entries, rounded up.
+INTERACTION_ROW_BYTES = 512  # metrics, ids, indexes
+FEEDBACK_ROW_BYTES = 256  # ids, type, value, idempotency key (up to 200 characters), times
+TASK_ROW_BYTES = 64
 
 
 def interaction_bytes(content: bytes | None) -> int:
-    return ROW_BYTES + len(content or b"")
+    return INTERACTION_ROW_BYTES + len(content or b"")
 
 
 def storage_quota_check(*, org: Organization) -> None:
-    """Raise QuotaExceeded if the organization's recordings fill its quota (read without a
-    lock: concurrent recordings may pass it by a few, never by more)."""
+    """Raise QuotaExceeded if what the organization has recorded fills its quota (read without a
+    lock: concurrent writes may pass it by a few, never by more)."""
     usage = StorageUsage.objects.for_org(org).values_list("used_bytes", "quota_bytes").first()
     used, quota = usage or (0, None)
     quota = settings.STORAGE_QUOTA_BYTES if quota is None else quota

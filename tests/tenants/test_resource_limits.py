@@ -9,10 +9,10 @@ from django.db.models import Sum
 from django.db.models.functions import Length
 
 from tenants.api.throttling import window_key
-from tenants.models import Interaction, StorageUsage
+from tenants.models import BackgroundTask, FeedbackEvent, Interaction, StorageUsage
 from tenants.privacy import policy_update
 from tenants.retention import content_purge_all
-from tenants.storage import ROW_BYTES
+from tenants.storage import FEEDBACK_ROW_BYTES, INTERACTION_ROW_BYTES, TASK_ROW_BYTES
 from tests.factories import record
 
 URL = "/api/v1/interactions"
@@ -52,7 +52,17 @@ def test_with_redis_the_count_holds_across_web_processes(acme, settings, redis_u
 
 def _stored_bytes(org) -> int:
     rows = Interaction.objects.for_org(org)
-    return rows.count() * ROW_BYTES + (rows.aggregate(n=Sum(Length("content")))["n"] or 0)
+    return (rows.count() * INTERACTION_ROW_BYTES + (rows.aggregate(n=Sum(Length("content")))["n"] or 0)
+            + FeedbackEvent.objects.for_org(org).count() * FEEDBACK_ROW_BYTES + BackgroundTask.objects.for_org(org).count() * TASK_ROW_BYTES)
+
+
+def _feedback(client, interaction_id: str, key: str):
+    event = {"interaction_id": interaction_id, "type": "edit_persisted", "idempotency_key": key}
+    return client.post("/api/v1/feedback", {"events": [event]}, format="json")
+
+
+def _content_bytes(org) -> int:
+    return Interaction.objects.for_org(org).aggregate(n=Sum(Length("content")))["n"] or 0
 
 
 def _used(org) -> int:
@@ -61,11 +71,11 @@ def _used(org) -> int:
 
 def test_usage_follows_recordings_purges_and_erasures(acme, admin):
     ids = [record(acme.client, text=f"prompt {i} " + "x" * 200 * i) for i in range(4)]
-    assert _used(acme.org) == _stored_bytes(acme.org) > 4 * ROW_BYTES
+    assert _used(acme.org) == _stored_bytes(acme.org) > 4 * INTERACTION_ROW_BYTES
     assert admin.delete(f"{URL}/{ids[3]}").status_code == 204
     assert _used(acme.org) == _stored_bytes(acme.org)
     content_purge_all(org=acme.org)
-    assert _used(acme.org) == _stored_bytes(acme.org) == 3 * ROW_BYTES
+    assert _used(acme.org) == _stored_bytes(acme.org) == 3 * INTERACTION_ROW_BYTES
 
 
 def test_past_its_quota_an_organization_records_nothing_more_until_it_makes_room(acme, globex, admin, settings):
@@ -84,10 +94,33 @@ def test_past_its_quota_an_organization_records_nothing_more_until_it_makes_room
     assert record(acme.client)
 
 
+def test_feedback_and_tasks_count_too_and_an_erasure_frees_its_feedback(acme, admin):
+    ids = [record(acme.client) for _ in range(2)]
+    assert _feedback(acme.client, ids[0], "a").status_code == 200
+    assert _feedback(acme.client, ids[0], "b").status_code == 200
+    task = acme.client.post("/api/v1/tasks", {}, format="json").json()["id"]
+    assert acme.client.post(f"/api/v1/tasks/{task}/outcome", {"value": 1.0, "idempotency_key": "t"}, format="json").status_code == 201
+    assert _used(acme.org) == _stored_bytes(acme.org) == 2 * INTERACTION_ROW_BYTES + _content_bytes(acme.org) + 3 * FEEDBACK_ROW_BYTES + TASK_ROW_BYTES
+    assert admin.delete(f"{URL}/{ids[0]}").status_code == 204
+    assert _used(acme.org) == _stored_bytes(acme.org)
+
+
+def test_past_its_quota_an_organization_stores_no_new_feedback_or_task(acme, globex, settings):
+    interaction = record(acme.client)
+    assert _feedback(acme.client, interaction, "stored").status_code == 200
+    settings.STORAGE_QUOTA_BYTES = _used(acme.org)
+    refused = _feedback(acme.client, interaction, "new")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "storage_quota_exceeded"
+    assert acme.client.post("/api/v1/tasks", {}, format="json").status_code == 403
+    assert _feedback(acme.client, interaction, "stored").status_code == 200  # a replay is answered: nothing new is stored
+    assert FeedbackEvent.objects.for_org(acme.org).count() == 1 and not BackgroundTask.objects.for_org(acme.org).exists()
+    assert _feedback(globex.client, record(globex.client), "new").status_code == 200
+
+
 def test_an_organizations_own_quota_overrides_the_deployments(acme, settings):
     settings.STORAGE_QUOTA_BYTES = 10**9
     record(acme.client)
-    StorageUsage.objects.for_org(acme.org).update(quota_bytes=ROW_BYTES)
+    StorageUsage.objects.for_org(acme.org).update(quota_bytes=INTERACTION_ROW_BYTES)
     response = acme.client.post(URL, {"messages": [{"role": "user", "content": "x"}], "completion": "y"}, format="json")
     assert response.status_code == 403
 
@@ -96,7 +129,7 @@ def test_zero_retention_frees_the_content_and_keeps_counting_rows(acme):
     record(acme.client, text="y" * 5000)
     policy_update(org=acme.org, changes={"store_content": False, "training_enabled": False}, actor="test")
     record(acme.client, text="z" * 5000)
-    assert _used(acme.org) == _stored_bytes(acme.org) == 2 * ROW_BYTES
+    assert _used(acme.org) == _stored_bytes(acme.org) == 2 * INTERACTION_ROW_BYTES
 
 
 @pytest.mark.parametrize("method", ["get", "post"])
