@@ -1,9 +1,9 @@
-"""Each organization's share of the tenant API: requests and request bytes per minute, counted
-in fixed one-minute windows in the `limits` cache (Redis when the deployment has one, so that
-the counts hold across every web process; else each process's memory). Bytes are counted
-because a request's cost grows with its body (redaction reads every byte of a recording): a
-limit on requests alone lets 4 MiB bodies take a web server's whole CPU. Past either, 429 with
-Retry-After."""
+"""Each organization's share of the tenant API: requests and request bytes per minute, and
+exports per hour, counted in fixed windows in the `limits` cache (Redis when the deployment has
+one, so that the counts hold across every web process; else each process's memory). Bytes are
+counted because a request's cost grows with its body (redaction reads every byte of a
+recording): a limit on requests alone lets 4 MiB bodies take a web server's whole CPU. Past
+any of them, 429 with Retry-After."""
 
 import math
 import time
@@ -34,6 +34,19 @@ class OrganizationRateThrottle(BaseThrottle):
         return True
 
 
+class OrganizationExportThrottle(BaseThrottle):
+    """Exports an hour per organization: each one decrypts everything the organization holds, so
+    a loop of them would take a web server's CPU at the cost of one request each."""
+
+    def allow_request(self, request, view) -> bool:
+        now = time.time()
+        window = int(now // 3600)
+        if _count(window_key(request.auth.org.pk, window, "exports"), 1, window_s=3600) > settings.TENANT_API_EXPORTS_PER_HOUR:
+            raise Throttled(math.ceil((window + 1) * 3600 - now), detail=f"This organization's export limit is reached "
+                                                                         f"({settings.TENANT_API_EXPORTS_PER_HOUR} an hour).")
+        return True
+
+
 def _body_size(request) -> int:
     """The declared length (the server holds a body to it), else the body read (kept for the parser)."""
     declared = request.META.get("CONTENT_LENGTH", "")
@@ -42,17 +55,17 @@ def _body_size(request) -> int:
     return len(request._request.body) if request.method in ("POST", "PUT", "PATCH") else 0
 
 
-def _count(key: str, amount: int) -> int:
+def _count(key: str, amount: int, window_s: int = 60) -> int:
     """Add to the window's count; one round trip once the window is open."""
     cache = caches["limits"]
     try:
         return cache.incr(key, amount)
     except ValueError:  # the window's first request (or it expired just now)
-        if cache.add(key, amount, timeout=120):
+        if cache.add(key, amount, timeout=2 * window_s):
             return amount
         return cache.incr(key, amount)  # another process opened it first
 
 
 def window_key(org_id, window: int, what: str = "requests") -> str:
-    """One organization's count of `what` in one minute (minutes since the epoch)."""
+    """One organization's count of `what` in one window (windows since the epoch)."""
     return f"tenant-api:{org_id}:{what}:{window}"

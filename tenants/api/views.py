@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from tenants import export, feedback, organizations, privacy, recording, selectors
 from tenants.api import serializers as s
 from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by, validated
+from tenants.api.throttling import OrganizationExportThrottle, OrganizationRateThrottle
 from tenants.errors import InvalidInput
 from tenants.models import Interaction, Role
 
@@ -265,6 +266,7 @@ EXPORT_SERIALIZERS = {
 
 class ExportView(APIView):
     roles = {"GET": Role.ADMIN}
+    throttle_classes = [OrganizationRateThrottle, OrganizationExportThrottle]
 
     @extend_schema(responses={(200, "application/x-ndjson"): OpenApiResponse(
         response=OpenApiTypes.STR,

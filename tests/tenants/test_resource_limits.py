@@ -9,7 +9,7 @@ from django.db.models import Sum
 from django.db.models.functions import Length
 
 from tenants.api.throttling import window_key
-from tenants.models import BackgroundTask, FeedbackEvent, Interaction, StorageUsage
+from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Role, StorageUsage
 from tenants.privacy import policy_update
 from tenants.retention import content_purge_all
 from tenants.storage import FEEDBACK_ROW_BYTES, INTERACTION_ROW_BYTES, TASK_ROW_BYTES
@@ -151,3 +151,12 @@ def test_past_its_bytes_a_minute_an_organization_gets_429_and_nothing_is_stored(
     assert Interaction.objects.for_org(acme.org).count() == 2
     assert acme.client.get(URL).status_code == 200  # reading costs no bytes
     assert globex.client.post(URL, body, format="json").status_code == 201
+
+
+def test_past_its_exports_an_hour_an_organization_gets_429_and_the_others_do_not(acme, globex, admin, settings):
+    settings.TENANT_API_EXPORTS_PER_HOUR = 2
+    assert [admin.get("/api/v1/export").status_code for _ in range(3)] == [200, 200, 429]
+    refused = admin.get("/api/v1/export")
+    assert refused.json()["error"]["code"] == "throttled" and int(refused["Retry-After"]) <= 3600
+    assert acme.client.get(URL).status_code == 200  # the rest of the API is not held back
+    assert globex.client_with_role(Role.ADMIN).get("/api/v1/export").status_code == 200

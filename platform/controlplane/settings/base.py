@@ -130,6 +130,8 @@ REST_FRAMEWORK = {
 # all its keys and members together (tenants/api/throttling.py).
 TENANT_API_REQUESTS_PER_MINUTE = env_int("PLATFORM_API_REQUESTS_PER_MINUTE", 6000, minimum=1)
 TENANT_API_BYTES_PER_MINUTE = env_int("PLATFORM_API_BYTES_PER_MINUTE", 16 * 1024 * 1024, minimum=1)
+# Exports an hour, per organization: each decrypts all it holds.
+TENANT_API_EXPORTS_PER_HOUR = env_int("PLATFORM_API_EXPORTS_PER_HOUR", 12, minimum=1)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Organization specialization platform — tenant API",
