@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 from django.conf import settings
 
 from demo.base_model import embedded_base_model
@@ -111,11 +112,21 @@ class Platform:
     base_dir: Path
 
 
+def renice(pid: int, niceness: int) -> None:
+    """A process, its children and every thread of theirs at `niceness` (on Linux a thread has its
+    own; threads started later inherit their creator's)."""
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        for thread in process.threads():
+            os.setpriority(os.PRIO_PROCESS, thread.id, niceness)
+
+
 @contextlib.contextmanager
-def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | None = None) -> Iterator[Platform]:
+def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | None = None, vllm_niceness: int = 0) -> Iterator[Platform]:
     """vLLM on the demo base model and the web server (gateway + tenant API) in a process of its
     own. `pinned`: vLLM on every core but the last, the web server on the last, as on separate
-    machines; `shared`: both on every core."""
+    machines; `shared`: both on every core. `vllm_niceness` lowers vLLM's CPU priority, so that
+    a client sharing its cores gets the CPU it asks for at once."""
     base_dir = embedded_base_model(ROOT / ".data")
     cores = os.cpu_count() or 1
     pinned = layout == "pinned" and cores >= 2
@@ -124,6 +135,8 @@ def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | No
     options = VllmOptions(model=base_dir, served_name=BASE_NAME, max_loras=8, max_lora_rank=8, kv_cache_gib=kv_cache_gib,
                           extra_env=vllm_env, api_key=settings.SERVING_VLLM_API_KEY)
     with VllmProcess(options, log_path=Path(settings.DATA_DIR) / "vllm.log") as vllm:
+        if vllm_niceness:
+            renice(vllm.pid, vllm_niceness)
         settings.SERVING_VLLM_URLS = [vllm.base_url]
         port = free_port()
         web_env = {**os.environ, "PLATFORM_VLLM_URLS": vllm.base_url, "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,

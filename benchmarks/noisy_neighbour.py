@@ -128,17 +128,18 @@ FLOODS = {  # name -> (what each request is, how many in flight)
 }
 
 
-def flood_in_a_process(url: str, flood_key: str, seconds: float, parts: list[str]) -> tuple[multiprocessing.Process, multiprocessing.Queue]:
+def flood_in_a_process(url: str, flood_key: str, seconds: float, parts: list[str], niceness: int) -> tuple[multiprocessing.Process, multiprocessing.Queue]:
     """The flood from a process of its own: on the measuring process's event loop, its hundreds of
     connections would delay the quiet organization's measured requests themselves."""
     connections.close_all()  # the forked child must not share them
     statuses: multiprocessing.Queue = multiprocessing.get_context("fork").Queue()
-    process = multiprocessing.get_context("fork").Process(target=_flood, args=(url, flood_key, seconds, parts, statuses))
+    process = multiprocessing.get_context("fork").Process(target=_flood, args=(url, flood_key, seconds, parts, niceness, statuses))
     process.start()
     return process, statuses
 
 
-def _flood(url: str, flood_key: str, seconds: float, parts: list[str], statuses: multiprocessing.Queue) -> None:
+def _flood(url: str, flood_key: str, seconds: float, parts: list[str], niceness: int, statuses: multiprocessing.Queue) -> None:
+    os.nice(niceness)
     async def flood() -> dict[str, dict]:
         runs = await asyncio.gather(*(drive(FLOODS[name][0](url, flood_key), seconds=seconds, concurrency=FLOODS[name][1]) for name in parts))
         return {name: run.statuses for name, run in zip(parts, runs)}
@@ -146,8 +147,8 @@ def _flood(url: str, flood_key: str, seconds: float, parts: list[str], statuses:
     statuses.put(asyncio.run(flood()))
 
 
-def flooded(url: str, quiet_key: str, flood_key: str, seconds: float, parts: list[str]) -> tuple[dict[str, Run], dict[str, dict]]:
-    process, statuses = flood_in_a_process(url, flood_key, seconds + 4, parts)
+def flooded(url: str, quiet_key: str, flood_key: str, seconds: float, parts: list[str], niceness: int) -> tuple[dict[str, Run], dict[str, dict]]:
+    process, statuses = flood_in_a_process(url, flood_key, seconds + 4, parts, niceness)
     time.sleep(2.0)  # the flood is on before the measurement starts
     measured = asyncio.run(quiet(url, quiet_key, seconds))
     flood = statuses.get(timeout=600)
@@ -167,11 +168,13 @@ def main() -> None:
     parser.add_argument("--layout", choices=("pinned", "shared"), default="pinned")
     parser.add_argument("--flood", nargs="+", choices=sorted(FLOODS), default=list(FLOODS), help="the kinds of flood (default: all)")
     parser.add_argument("--upstream-slots", type=int, help="PLATFORM_UPSTREAM_SLOTS of the web server (default: the platform's)")
+    parser.add_argument("--vllm-niceness", type=int, default=0, help="vLLM's CPU priority (nice), so that clients on its cores are served first")
+    parser.add_argument("--flood-niceness", type=int, default=0, help="the flood client's CPU priority (nice)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     env = {"PLATFORM_UPSTREAM_SLOTS": str(args.upstream_slots)} if args.upstream_slots else {}
-    with platform_up(layout=args.layout, env=env) as up:
+    with platform_up(layout=args.layout, env=env, vllm_niceness=args.vllm_niceness) as up:
         if args.layout == "pinned" and (os.cpu_count() or 1) >= 2:
             # Both clients (this process and the flood's, forked from it) off the web server's core:
             # an attacker's client runs on its own machine, and here it would take the server's CPU.
@@ -185,7 +188,7 @@ def main() -> None:
                 alone[part].append(run)
             web_busy["alone"].append((cpu_seconds(up.web_pid) - cpu) / (time.perf_counter() - started))
             cpu, started = cpu_seconds(up.web_pid), time.perf_counter()
-            measured, flood = flooded(up.gateway_url, quiet_key, flood_key, args.seconds, args.flood)
+            measured, flood = flooded(up.gateway_url, quiet_key, flood_key, args.seconds, args.flood, args.flood_niceness)
             web_busy["under_flood"].append((cpu_seconds(up.web_pid) - cpu) / (time.perf_counter() - started))
             for part, run in measured.items():
                 under[part].append(run)
@@ -201,6 +204,7 @@ def main() -> None:
     results["web_server_cores_busy"] = {phase: round(statistics.median(shares), 2) for phase, shares in web_busy.items()}
     results["flood_statuses"] = {name: _merged(flood[name] for flood in floods) for name in floods[0]}
     results["setup"] = {"seconds": args.seconds, "rounds": args.rounds, "layout": args.layout, "flood": args.flood, "upstream_slots": args.upstream_slots or "default", "database": connection.vendor,
+                        "vllm_niceness": args.vllm_niceness, "flood_niceness": args.flood_niceness,
                         "cpus": os.cpu_count()}
     print(json.dumps(results, indent=None if args.json else 2))
 

@@ -79,6 +79,11 @@ class VllmProcess:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The API server's (it leads the process group of the engine core and workers)."""
+        return self._process.pid if self._process is not None else None
+
     def start(self, *, timeout: float = 300.0) -> "VllmProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:

@@ -6,6 +6,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 
 from demo.domain import FILES, TASKS, Prompt, render_ask, render_prompt
@@ -98,7 +99,13 @@ def test_base_model_requests_batched_with_adapter_requests_get_no_adapter(server
 
 def test_a_replica_answers_only_the_platform(vllm):
     """Anything that reaches a replica could otherwise use any organization's adapter by name,
-    unload it, or load any path: the replicas require the key only the platform holds."""
+    unload it, or load any path: the replicas listen on loopback alone and require the key only
+    the platform holds."""
+    server = psutil.Process(vllm.process.pid)
+    listening = {connection.laddr.ip for process in [server, *server.children(recursive=True)]
+                 for connection in process.net_connections("inet")
+                 if connection.status == psutil.CONN_LISTEN and connection.laddr.port == vllm.process.port}
+    assert listening == {"127.0.0.1"}
     for path, body in (("/v1/models", None), ("/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/etc"}),
                        ("/v1/chat/completions", {"model": BASE_NAME, "messages": PROMPT, "max_tokens": 1})):
         request = urllib.request.Request(vllm.url + path, data=json.dumps(body).encode() if body else None,

@@ -59,7 +59,9 @@ class Route:
 
     @property
     def methods(self) -> list[str]:
-        return [m.upper() for m in METHODS if hasattr(self.view_class, m)]
+        """What the view answers; HEAD wherever GET (Django runs get() for it)."""
+        methods = [m.upper() for m in METHODS if hasattr(self.view_class, m)]
+        return methods + ["HEAD"] * ("GET" in methods)
 
     def url(self, values: dict[str, str]) -> str:
         return "/" + KWARG.sub(lambda m: str(values[m["name"]]), self.route)
