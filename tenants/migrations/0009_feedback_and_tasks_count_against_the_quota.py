@@ -9,11 +9,12 @@ def _counted(sign: int):
     added (sign 1), or taken off again when the migration is reversed (-1)."""
 
     def count(apps, schema_editor):
-        FeedbackEvent, BackgroundTask, StorageUsage = (
-            apps.get_model("tenants", name) for name in ("FeedbackEvent", "BackgroundTask", "StorageUsage"))
-        for org_id in StorageUsage.objects.values_list("org_id", flat=True):
+        Organization, FeedbackEvent, BackgroundTask, StorageUsage = (
+            apps.get_model("tenants", name) for name in ("Organization", "FeedbackEvent", "BackgroundTask", "StorageUsage"))
+        for org_id in Organization.objects.values_list("pk", flat=True):
             rows = FeedbackEvent.objects.filter(org_id=org_id).count() * FEEDBACK_ROW_BYTES
             rows += BackgroundTask.objects.filter(org_id=org_id).count() * TASK_ROW_BYTES
+            StorageUsage.objects.get_or_create(org_id=org_id)  # one that never recorded has none yet
             StorageUsage.objects.filter(org_id=org_id).update(used_bytes=F("used_bytes") + sign * rows)
 
     return count

@@ -84,7 +84,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenants.redaction import passwords, pii, private_keys, secrets
-from tenants.redaction.scan import MARKER_RE, CheckBudget, Finding, Scan, mask_markers
+from tenants.redaction.scan import MARKER_RE, CheckBudget, Finding, Scan
 
 __all__ = ["KINDS", "Finding", "Redacted", "redact", "redact_messages"]
 
@@ -117,7 +117,7 @@ class Redacted:
 
 def redact(text: str) -> Redacted:
     """Replace every secret and PII span in ``text`` by ``[REDACTED:<kind>]``."""
-    budgets: dict[str, CheckBudget] = {}  # the costly checks, over every pass
+    budgets: dict[str, CheckBudget] = {}  # the costly checks some detectors may run, over every pass
     findings = _find(text, budgets)
     # Removing a secret can expose a neighbour glued to it ("jane@acme.com" +
     # "ghp_..." reads as one word until the token is gone), so rescan the result
@@ -211,7 +211,7 @@ def _merge(findings: list[Finding]) -> list[Finding]:
 
 
 def _find(text: str, budgets: dict[str, CheckBudget]) -> list[Finding]:
-    scan = Scan(mask_markers(text), budgets)
+    scan = Scan(text, budgets)
     found = (finding for detect in _DETECTORS for finding in detect(scan))
     return _merge(_drop_marker_overlaps(found, text))
 

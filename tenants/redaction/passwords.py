@@ -91,9 +91,11 @@ _QUOTES = "\"'`"
 
 
 def detect(scan: Scan) -> Iterator[Finding]:
-    budget = scan.budget("password", bytes_per_check=400, free=100)  # the patterns and filters: ~50 us a keyword
+    # The patterns and filters cost ~50 us a keyword. Fresh on each rescan: past the budget only
+    # plain assignments are read, so a marker's line is checked in full again.
+    budget = scan.budget(bytes_per_check=400, free=100)
     for line_start, line_end, key_starts in _keywords_by_line(scan):
-        for start, end in _keyword_values(scan.text, line_start, line_end, key_starts, budget):
+        for start, end in _keyword_values(scan, line_start, line_end, key_starts, budget):
             yield Finding("password", start, end)
 
 
@@ -111,28 +113,30 @@ def _keywords_by_line(scan: Scan) -> Iterator[tuple[int, int, list[int]]]:
         yield line_start, line_end, key_starts
 
 
-def _keyword_values(text: str, line_start: int, line_end: int, key_starts: list[int], budget: CheckBudget) -> Iterator[tuple[int, int]]:
-    """The values assigned on one line, as spans of ``text``. Every match ends at the line's end
-    (``endpos``), so no pattern reads past it."""
+def _keyword_values(scan: Scan, line_start: int, line_end: int, key_starts: list[int], budget: CheckBudget) -> Iterator[tuple[int, int]]:
+    """The values assigned on one line, as spans of the text. Every match ends at the line's end
+    (``endpos``), so no pattern reads past it. A value in a marker is redacted already: it is
+    left out before the filters."""
+    text = scan.text
     checked = [pos for pos in key_starts if budget.spend()]
     matches = [m for regex in _KEY_FIRST for pos in checked if (m := regex.match(text, pos, min(line_end, pos + _MAX_ASSIGNMENT)))]
     matches += (m for regex, cue in _VALUE_FIRST_CUES if cue.search(text, line_start, line_end)
                 for m in regex.finditer(text, line_start, line_end))
     for match in matches:
         group = _KEYWORD_GROUPS[match.re]
+        if scan.in_marker(match.start(group)):
+            continue
         span = _value_span(text, match.start(group), match.end(group))
         if span and _is_secret_value(text, match, span):
             yield span
     for pos in key_starts[len(checked):]:  # past the budget: any assigned value, unfiltered
-        if match := _ANY_ASSIGNMENT.match(text, pos, min(line_end, pos + _MAX_ASSIGNMENT)):
+        if (match := _ANY_ASSIGNMENT.match(text, pos, min(line_end, pos + _MAX_ASSIGNMENT))) and not scan.in_marker(match.start(match.lastindex)):
             if span := _value_span(text, match.start(match.lastindex), match.end(match.lastindex)):
                 yield span
 
 
 def _value_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     """The value's span: whole if quoted, else its first token (the rest is code or a comment)."""
-    if text.startswith("\0", start):
-        return None  # a marker from an earlier pass (masked): redacted already, not worth the filters
     if _is_quoted(text, start, end):
         return start, end
     cut = _UNQUOTED_CUT.search(text, start, end)

@@ -166,7 +166,7 @@ _COUNTRY_PREFIX = re.compile(r"^\+\d{1,3}[ .-]?")
 
 
 def _phones(scan: Scan) -> Iterator[Finding]:
-    text, budget = scan.text, scan.budget("phone", bytes_per_check=1_000, free=50)  # the matcher: ~0.2-1 ms a window
+    text, budget = scan.text, scan.shared_budget("phone", bytes_per_check=1_000, free=50)  # the matcher: ~0.2-1 ms a window
     for candidate in _PHONE_CANDIDATE.finditer(text):
         if not _is_phone_candidate(text, candidate):
             continue

@@ -9,6 +9,7 @@ of them depends on another's scan or on the package's entry points.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,10 +25,6 @@ class Finding:
 MARKER_RE = re.compile(r"\[REDACTED:[a-z_]+\]")
 
 
-def mask_markers(text: str) -> str:
-    # Same length, so offsets hold; NUL is neither a word char nor whitespace, so
-    # no detector can read a keyword out of "[REDACTED:password]" on a second pass.
-    return MARKER_RE.sub(lambda m: "\0" * len(m.group()), text)
 
 
 # ASCII-only lowering keeps offsets (str.lower() may change the length of
@@ -37,10 +34,10 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 
 class CheckBudget:
     """How many more costly checks (a phone-number parse, a password's filters) one detector
-    may run on a text: one per `bytes_per_check` bytes of it, beyond a first `free` ones, over
-    all the passes of one `redact` call. Past that, the detector redacts candidates on their
-    cheap shape alone. Text that dense with cues is a dump or an attack; erring towards
-    redaction keeps it safe while the cost per byte stays bounded (docs/figures.md)."""
+    may run: one per `bytes_per_check` bytes of text, beyond a first `free` ones. Past that,
+    the detector redacts candidates on their cheap shape alone. Text that dense with cues is a
+    dump or an attack; erring towards redaction keeps it safe while the cost per byte stays
+    bounded (docs/figures.md)."""
 
     def __init__(self, text_length: int, *, bytes_per_check: int, free: int) -> None:
         self.left = max(free, text_length // bytes_per_check)
@@ -52,18 +49,33 @@ class CheckBudget:
 
 
 class Scan:
+    """One text as the detectors read it: existing markers masked (same length, so offsets
+    hold; NUL is neither a word character nor whitespace, so no detector reads a keyword out of
+    "[REDACTED:password]" on a second pass)."""
+
     def __init__(self, text: str, budgets: dict[str, CheckBudget] | None = None) -> None:
-        self.text = text
-        self.lower = text.translate(_ASCII_LOWER)
-        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._markers = [m.span() for m in MARKER_RE.finditer(text)]  # sorted, disjoint
+        self.text = MARKER_RE.sub(lambda m: "\0" * len(m.group()), text) if self._markers else text
+        self.lower = self.text.translate(_ASCII_LOWER)
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
         self._budgets = {} if budgets is None else budgets
 
-    def budget(self, detector: str, *, bytes_per_check: int, free: int) -> CheckBudget:
-        """The detector's budget of costly checks: sized by the first text it is asked for on,
-        then shared by the scans given the same ``budgets`` (the rescans of one text)."""
+    def budget(self, *, bytes_per_check: int, free: int) -> CheckBudget:
+        """A fresh budget of costly checks for one detector on this text."""
+        return CheckBudget(len(self.text), bytes_per_check=bytes_per_check, free=free)
+
+    def shared_budget(self, detector: str, *, bytes_per_check: int, free: int) -> CheckBudget:
+        """The detector's budget over the scans given the same ``budgets`` (the rescans of one
+        text), sized by the first: for a detector whose cheap shape past it finds all that the
+        costly check would, so that a rescan need not check again."""
         if detector not in self._budgets:
-            self._budgets[detector] = CheckBudget(len(self.text), bytes_per_check=bytes_per_check, free=free)
+            self._budgets[detector] = self.budget(bytes_per_check=bytes_per_check, free=free)
         return self._budgets[detector]
+
+    def in_marker(self, pos: int) -> bool:
+        """Whether ``pos`` lies in a marker of an earlier pass (redacted already)."""
+        i = bisect.bisect_right(self._markers, (pos, math.inf)) - 1
+        return i >= 0 and pos < self._markers[i][1]
 
     def line_at(self, pos: int) -> tuple[int, str]:
         """The line holding ``pos`` (without its line break) and its start offset."""

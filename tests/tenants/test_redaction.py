@@ -347,6 +347,19 @@ def test_past_its_check_budget_a_dense_text_is_still_redacted_whole(unit: str, k
     assert "Zq8" not in redacted.text and "415 555" not in redacted.text
 
 
+
+def test_a_rescanned_line_gets_the_password_checks_afresh_past_the_first_pass_budget() -> None:
+    """100 keywords spend the first pass's free checks; the last line's constructor form is one
+    only the full patterns read, so its rescan (it holds a marker) must check it again."""
+    text = "".join(f'"to": "secret.santa{i}@corp.com",\n' for i in range(100)) + 'jane@acme.com  std::string secret("hunter2x");'
+    redacted = redact(text).text
+    assert "hunter2x" not in redacted and redact(redacted).text == redacted
+
+
+def test_a_value_behind_nul_characters_is_redacted() -> None:
+    """NUL is what markers are masked to on a rescan; a literal one is no marker."""
+    assert redacted("password=\x00\x00\x00hunter2xyz") == "password=[REDACTED:password]"
+
 # --------------------------------------------------------------------------- #
 # The planted corpus                                                           #
 # --------------------------------------------------------------------------- #

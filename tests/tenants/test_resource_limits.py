@@ -155,6 +155,8 @@ def test_past_its_bytes_a_minute_an_organization_gets_429_and_nothing_is_stored(
 
 def test_past_its_exports_an_hour_an_organization_gets_429_and_the_others_do_not(acme, globex, admin, settings):
     settings.TENANT_API_EXPORTS_PER_HOUR = 2
+    viewer = acme.client_with_role(Role.VIEWER)
+    assert [viewer.options("/api/v1/export").status_code, viewer.post("/api/v1/export").status_code] == [405, 405]  # no export: not counted
     assert [admin.get("/api/v1/export").status_code for _ in range(3)] == [200, 200, 429]
     refused = admin.get("/api/v1/export")
     assert refused.json()["error"]["code"] == "throttled" and int(refused["Retry-After"]) <= 3600
