@@ -51,8 +51,8 @@ _VALUE_FIRST = (
     _NETRC,
 )
 _KEY_FIRST = tuple(regex for regex in _KEYWORD_GROUPS if regex not in _VALUE_FIRST)
-# Each with a cue none of its matches lacks, looked for first: most lines lack it.
-_VALUE_FIRST_CUES = tuple(zip(_VALUE_FIRST, map(re.compile, ("[!=]{2}", "<", "pass"))))
+# Each with the substrings one of which every match holds, looked for first: most lines lack them.
+_VALUE_FIRST_CUES = tuple(zip(_VALUE_FIRST, (("==", "!=", "=!", "!!"), ("<",), ("pass",))))
 # How far past its keyword an assignment is read. Some of the patterns above read an unquoted
 # value to the end of the line, so on a long line with many keywords an unbounded match is
 # quadratic; a longer quoted value is not a password anyone types.
@@ -120,7 +120,7 @@ def _keyword_values(scan: Scan, line_start: int, line_end: int, key_starts: list
     text = scan.text
     checked = [pos for pos in key_starts if budget.spend()]
     matches = [m for regex in _KEY_FIRST for pos in checked if (m := regex.match(text, pos, min(line_end, pos + _MAX_ASSIGNMENT)))]
-    matches += (m for regex, cue in _VALUE_FIRST_CUES if cue.search(text, line_start, line_end)
+    matches += (m for regex, cues in _VALUE_FIRST_CUES if any(text.find(cue, line_start, line_end) != -1 for cue in cues)
                 for m in regex.finditer(text, line_start, line_end))
     for match in matches:
         group = _KEYWORD_GROUPS[match.re]
