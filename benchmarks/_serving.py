@@ -51,8 +51,10 @@ Send = Callable[[httpx.AsyncClient, int], Awaitable[httpx.Response | None]]
 
 
 async def drive(send: Send, *, requests: int | None = None, seconds: float | None = None, concurrency: int,
-                timeout: float = 300) -> Run:
-    """Keep `concurrency` requests in flight until `requests` were sent or `seconds` passed."""
+                timeout: float = 300, interval: float = 0.0) -> Run:
+    """Keep `concurrency` requests in flight until `requests` were sent or `seconds` passed; each
+    in flight starts its next request no sooner than `interval` seconds after its last (a steady
+    client's pace instead of as fast as answers come)."""
     run, counter = Run(seconds=0.0), iter(range(requests if requests is not None else 10**9))
     start = time.perf_counter()
     deadline = start + seconds if seconds is not None else float("inf")
@@ -72,6 +74,8 @@ async def drive(send: Send, *, requests: int | None = None, seconds: float | Non
                 run.latencies_ms.append((time.perf_counter() - sent) * 1000)
                 if response.headers.get("content-type", "").startswith("application/json"):
                     run.completion_tokens += (response.json().get("usage") or {}).get("completion_tokens", 0)
+            if interval:
+                await asyncio.sleep(max(0.0, sent + interval - time.perf_counter()))
 
     async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=concurrency + 8)) as client:
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
@@ -114,11 +118,16 @@ class Platform:
 
 def renice(pid: int, niceness: int) -> None:
     """A process, its children and every thread of theirs at `niceness` (on Linux a thread has its
-    own; threads started later inherit their creator's)."""
+    own; threads started later inherit their creator's), and their session's scheduling group
+    too where the kernel groups by session (autogroup): there, a thread's nice only weighs
+    against its own session's, and the groups share a core equally."""
     root = psutil.Process(pid)
     for process in [root, *root.children(recursive=True)]:
         for thread in process.threads():
             os.setpriority(os.PRIO_PROCESS, thread.id, niceness)
+    autogroup = Path(f"/proc/{pid}/autogroup")
+    if autogroup.exists():
+        autogroup.write_text(str(niceness))
 
 
 @contextlib.contextmanager
@@ -141,8 +150,10 @@ def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | No
         port = free_port()
         web_env = {**os.environ, "PLATFORM_VLLM_URLS": vllm.base_url, "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
                    "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}", **(env or {})}
+        # A session of its own, as vLLM's: where the kernel groups CPU time by session, the web
+        # server's busy core would otherwise shrink the benchmark's clients' share of theirs.
         web = subprocess.Popen([*web_prefix, sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--port", str(port),
-                                "--no-access-log", "--log-level", "warning"], env=web_env, cwd=ROOT)
+                                "--no-access-log", "--log-level", "warning"], env=web_env, cwd=ROOT, start_new_session=True)
         gateway_url = f"http://127.0.0.1:{port}"
         try:
             _wait_for(gateway_url)

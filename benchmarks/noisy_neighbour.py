@@ -7,17 +7,24 @@ same run.
 For PostgreSQL, run it with DATABASE_URL set (`eval "$(scripts/services start)"`).
 
 The quiet organization, for `--seconds` each time: chat completions through the gateway (2 in
-flight), and through the tenant API, one at a time, a recording, a feedback event on it, and a
-page of its interactions. The flood, at the same time: 64 completions in flight against its cap
+flight), and through the tenant API, one at a time and at most 10 a second, a recording, a
+feedback event on it, and a page of its interactions. The flood, at the same time: 64 completions in flight against its cap
 of 16 (most answered 429 and sent again at once), recordings of 1 MiB of redaction-dense text
 (phone numbers, password assignments, tokens on long lines) 4 at a time, bodies declared at
 16 MiB (refused by their length; the server closes the connection, so the client reads no
-answer: status 0) and requests with a wrong key (`--flood` picks some of these). Quiet alone and under the flood
-alternate `--rounds` times; the figures are medians over rounds. The flood comes from a process
-of its own, so that its connections do not delay the measuring process's event loop. The platform runs with its
-default limits; vLLM and the web server on cores of their own (`--layout pinned`; the clients
-then share vLLM's cores, which slows the model for both organizations, and leave the web
-server's core to it, as separate machines would), or everything on every core (`shared`).
+answer: status 0) and requests with a wrong key (`--flood` picks some of these). Quiet alone and
+under the flood alternate `--rounds` times; the figures are medians over rounds. The platform
+runs with its default limits; vLLM and the web server on cores of their own (`--layout
+pinned`), or everything on every core (`shared`).
+
+On this benchmark's machine the clients must share a core with a server process; they share
+vLLM's and leave the web server's alone, as separate machines would. So that neither client's
+own CPU shows up as the platform's slowness: the flood comes from a process of its own (on the
+measuring event loop its connections delayed the measured requests), at lower CPU priority than
+the measuring one (`--flood-niceness`), and vLLM runs at lower priority than both
+(`--vllm-niceness`), so that a client wakes at once; every server is in a session of its own
+(where the kernel groups CPU time by session, the clients' share of their core otherwise shrank
+with the web server's load on the other: the measuring loop stalled ~0.5 s at a time).
 """
 
 import argparse
@@ -46,6 +53,7 @@ from django.db import connection, connections  # noqa: E402
 from tenants.organizations import org_create  # noqa: E402
 
 MESSAGE_CHARS = 200_000  # the most a message may hold; 5 of them make a 1 MB recording
+QUIET_API_RATE = 10  # the quiet organization's tenant-API requests a second: steady, not as fast as it can
 
 
 def _dense(rng: random.Random) -> str:
@@ -115,7 +123,7 @@ def wrong_key(url: str):
 async def quiet(url: str, key: str, seconds: float) -> dict[str, Run]:
     gateway, api = await asyncio.gather(
         drive(completions(url, key, ["default"], max_tokens=16), seconds=seconds, concurrency=2),
-        drive(quiet_api(url, key), seconds=seconds, concurrency=1),
+        drive(quiet_api(url, key), seconds=seconds, concurrency=1, interval=1 / QUIET_API_RATE),
     )
     return {"gateway": gateway, "api": api}
 
@@ -168,8 +176,8 @@ def main() -> None:
     parser.add_argument("--layout", choices=("pinned", "shared"), default="pinned")
     parser.add_argument("--flood", nargs="+", choices=sorted(FLOODS), default=list(FLOODS), help="the kinds of flood (default: all)")
     parser.add_argument("--upstream-slots", type=int, help="PLATFORM_UPSTREAM_SLOTS of the web server (default: the platform's)")
-    parser.add_argument("--vllm-niceness", type=int, default=0, help="vLLM's CPU priority (nice), so that clients on its cores are served first")
-    parser.add_argument("--flood-niceness", type=int, default=0, help="the flood client's CPU priority (nice)")
+    parser.add_argument("--vllm-niceness", type=int, default=5, help="vLLM's CPU priority (nice; default 5): the clients on its core are served first")
+    parser.add_argument("--flood-niceness", type=int, default=10, help="the flood client's CPU priority (nice; default 10): the measuring client is served first")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 

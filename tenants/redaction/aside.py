@@ -10,10 +10,8 @@ minute bound how much of its time one organization can take (tenants/api/throttl
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
-import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -22,7 +20,6 @@ from typing import Any
 
 from tenants.redaction import redact, redact_messages
 
-_PR_SET_PDEATHSIG = 1
 NICENESS = 10  # CFS weight 110 against a normal process's 1,024: under contention, about a tenth of a core
 
 _pool: ProcessPoolExecutor | None = None
@@ -72,19 +69,16 @@ def _discard() -> None:
 
 def _start_worker(parent: int) -> None:
     """Low priority, and gone with the web server: a pool's worker outlives a parent killed
-    without its exit handlers (SIGTERM, SIGKILL), holding its pipes open."""
+    without its exit handlers (SIGTERM, SIGKILL), holding its pipes open. It watches its parent
+    process rather than asking for a parent-death signal, which Linux sends when the *thread*
+    that started it ends: a request's thread, gone once the request is answered."""
     os.nice(NICENESS)
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: watch the parent instead
-        threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
-    if os.getppid() != parent:  # it died before the signal was asked for
-        os._exit(0)
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
 
 
 def _exit_with(parent: int) -> None:
     while os.getppid() == parent:
-        time.sleep(1.0)
+        time.sleep(0.5)
     os._exit(0)
 
 

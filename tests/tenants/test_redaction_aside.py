@@ -2,6 +2,7 @@
 
 import os
 import signal
+import time
 
 from tenants.models import Interaction
 from tenants.recording import interaction_content
@@ -23,6 +24,20 @@ def test_a_large_recording_is_redacted_aside_at_low_priority_like_in_place(acme,
     assert "hunter2" not in text and "555 0134" not in text and "[REDACTED:password]" in text
     messages = [{"role": "user", "content": LARGE}]
     assert aside.redact_interaction(messages, "ok", aside_over=1_000) == aside.redact_interaction(messages, "ok", aside_over=0)
+
+
+def test_the_aside_process_outlives_the_thread_that_started_it():
+    """A request's thread starts it and is gone once the request is answered; the next large
+    recording must find it, not redact in the web server's own process."""
+    import threading
+
+    aside._discard()
+    started: list[int] = []
+    thread = threading.Thread(target=lambda: started.append(aside.worker_pid()))
+    thread.start()
+    thread.join()
+    time.sleep(1.5)  # what a watcher of the thread would take to notice
+    assert aside.worker_pid() == started[0]
 
 
 def test_a_small_recording_is_redacted_in_place(monkeypatch):
