@@ -187,15 +187,8 @@ def _redact_content(content: Any) -> tuple[Any, int]:
 _PRIORITY = {kind: rank for rank, kind in enumerate(KINDS)}
 
 
-def _drop_marker_overlaps(findings: Iterable[Finding], text: str) -> list[Finding]:
-    markers = [m.span() for m in MARKER_RE.finditer(text)]  # sorted, disjoint
-    marker_ends = [end for _, end in markers]
-
-    def overlaps_a_marker(finding: Finding) -> bool:
-        i = bisect.bisect_right(marker_ends, finding.start)  # first marker ending after start
-        return i < len(markers) and markers[i][0] < finding.end
-
-    return [f for f in findings if f.end > f.start and not overlaps_a_marker(f)]
+def _drop_marker_overlaps(findings: Iterable[Finding], scan: Scan) -> list[Finding]:
+    return [f for f in findings if f.end > f.start and not scan.overlaps_marker(f.start, f.end)]
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
@@ -213,7 +206,7 @@ def _merge(findings: list[Finding]) -> list[Finding]:
 def _find(text: str, budgets: dict[str, CheckBudget]) -> list[Finding]:
     scan = Scan(text, budgets)
     found = (finding for detect in _DETECTORS for finding in detect(scan))
-    return _merge(_drop_marker_overlaps(found, text))
+    return _merge(_drop_marker_overlaps(found, scan))
 
 
 def _find_around_markers(rendered: str, budgets: dict[str, CheckBudget]) -> list[Finding]:

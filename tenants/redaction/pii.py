@@ -115,8 +115,8 @@ def _is_network(text: str, match: re.Match[str]) -> bool:
 # found it, and a hostile text holds one every 15 bytes. A test checks the two agree.
 _NOT_PERSONAL_IPV4 = tuple(
     (int(net.network_address), int(net.netmask))
-    for net in map(ipaddress.IPv4Network, ("127.0.0.0/8", "0.0.0.0/32", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
-                                            "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+    for net in (*map(ipaddress.IPv4Network, ("127.0.0.0/8", "0.0.0.0/32", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4")),
+                *(net for net in _DOCUMENTATION_NETS if net.version == 4))
 )
 _NOT_PERSONAL_FIRST_OCTETS = frozenset(
     octet for network, mask in _NOT_PERSONAL_IPV4 for octet in range(network >> 24, (((network | ~mask) & 0xFFFFFFFF) >> 24) + 1)

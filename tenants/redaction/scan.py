@@ -9,7 +9,6 @@ of them depends on another's scan or on the package's entry points.
 from __future__ import annotations
 
 import bisect
-import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,8 +22,6 @@ class Finding:
 
 
 MARKER_RE = re.compile(r"\[REDACTED:[a-z_]+\]")
-
-
 
 
 # ASCII-only lowering keeps offsets (str.lower() may change the length of
@@ -55,7 +52,8 @@ class Scan:
 
     def __init__(self, text: str, budgets: dict[str, CheckBudget] | None = None) -> None:
         self._markers = [m.span() for m in MARKER_RE.finditer(text)]  # sorted, disjoint
-        self.text = MARKER_RE.sub(lambda m: "\0" * len(m.group()), text) if self._markers else text
+        self._marker_ends = [end for _, end in self._markers]
+        self.text = _masked(text, self._markers)
         self.lower = self.text.translate(_ASCII_LOWER)
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
         self._budgets = {} if budgets is None else budgets
@@ -74,8 +72,11 @@ class Scan:
 
     def in_marker(self, pos: int) -> bool:
         """Whether ``pos`` lies in a marker of an earlier pass (redacted already)."""
-        i = bisect.bisect_right(self._markers, (pos, math.inf)) - 1
-        return i >= 0 and pos < self._markers[i][1]
+        return self.overlaps_marker(pos, pos + 1)
+
+    def overlaps_marker(self, start: int, end: int) -> bool:
+        i = bisect.bisect_right(self._marker_ends, start)  # the first marker ending after start
+        return i < len(self._markers) and self._markers[i][0] < end
 
     def line_at(self, pos: int) -> tuple[int, str]:
         """The line holding ``pos`` (without its line break) and its start offset."""
@@ -103,3 +104,11 @@ class Scan:
             start, end = self.line_bounds(cue.start())
             yield start, self.text[start:end]
             pos = end + 1  # the next cue on a later line
+
+
+def _masked(text: str, markers: list[tuple[int, int]]) -> str:
+    pieces, cursor = [], 0
+    for start, end in markers:
+        pieces += [text[cursor:start], "\0" * (end - start)]
+        cursor = end
+    return "".join(pieces) + text[cursor:]
