@@ -51,6 +51,23 @@ class Membership(models.Model):
         constraints = [models.UniqueConstraint(fields=["org", "user"], name="one_membership_per_user")]
 
 
+class Invitation(models.Model):
+    """A single-use link that lets a member set their password and enter the console
+    (tenants/invitations.py). Only the token's SHA-256 is kept, like an API key's."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    # Removing the member removes their links with them.
+    membership = models.ForeignKey(Membership, on_delete=models.CASCADE, related_name="invitations")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.CharField(max_length=200)  # the actor, as in the audit log
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True)
+
+    objects = TenantManager()
+
+
 class ApiKey(models.Model):
     """A bearer key. Only its SHA-256 is kept: keys are 256-bit random, so a slow hash adds
     nothing, and a fast one keeps authentication to one indexed lookup."""

@@ -102,7 +102,7 @@ def user_for_email(email: str):
 
 
 def member_add(*, org: Organization, email: str, role: str, by: Principal) -> Membership:
-    _require_can_grant(by, role)
+    require_can_grant(by, role)
     user = user_for_email(email.strip().lower())
     if Membership.objects.for_org(org).filter(user=user).exists():
         raise Conflict(f"{user.email} is already a member.")
@@ -112,8 +112,8 @@ def member_add(*, org: Organization, email: str, role: str, by: Principal) -> Me
 
 
 def member_set_role(*, membership: Membership, role: str, by: Principal) -> Membership:
-    _require_can_grant(by, role)
-    _require_can_grant(by, membership.role)
+    require_can_grant(by, role)
+    require_can_grant(by, membership.role)
     if membership.role == Role.OWNER and role != Role.OWNER:
         _require_another_owner(membership)
     before = membership.role
@@ -127,7 +127,7 @@ def member_set_role(*, membership: Membership, role: str, by: Principal) -> Memb
 
 
 def member_remove(*, membership: Membership, by: Principal) -> None:
-    _require_can_grant(by, membership.role)
+    require_can_grant(by, membership.role)
     if membership.role == Role.OWNER:
         _require_another_owner(membership)
     with transaction.atomic():
@@ -160,7 +160,7 @@ def _with_minted(org: Organization, keys: list[ApiKey]) -> list[ApiKey]:
     return list(found.values())
 
 
-def _require_can_grant(by: Principal, role: str) -> None:
+def require_can_grant(by: Principal, role: str) -> None:
     if not by.can(Role.ADMIN) or not by.can(role):
         raise Forbidden(f"A {by.role} cannot grant or change the role {role}.")
 
@@ -195,7 +195,7 @@ def api_key_issue(*, org: Organization, name: str, role: str, by: Principal) -> 
 def api_key_revoke(*, api_key: ApiKey, by: Principal) -> ApiKey:
     """Revoke a key and every key minted with it, unless that would leave an organization whose
     owners cannot log in without an owner key: nobody could ever act as its owner again."""
-    _require_can_grant(by, api_key.role)
+    require_can_grant(by, api_key.role)
     if api_key.revoked_at is None:
         with transaction.atomic():
             doomed = _with_minted(api_key.org, [api_key])
@@ -239,6 +239,11 @@ def membership_principal(*, user, org_id=None) -> Principal | None:
     if len(found) != 1:
         return None
     return Principal(org=found[0].org, role=found[0].role, actor=f"user:{user.email}")
+
+
+def memberships_of(*, user) -> list[Membership]:
+    """A person's memberships in every organization they belong to, by the organization's name."""
+    return list(Membership.objects.across_orgs().select_related("org").filter(user=user).order_by("org__name", "org__slug"))
 
 
 def api_key_get(*, org: Organization, key_id) -> ApiKey:

@@ -2,7 +2,7 @@
 organization first and returns a query scoped to it, in the order the pages show it."""
 
 from django.db.models.functions import Length
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery
 
 from tenants.models import ApiKey, AuditEvent, BackgroundTask, FeedbackEvent, Interaction, Membership, Organization
 
@@ -19,12 +19,21 @@ def api_keys_list(*, org: Organization) -> QuerySet[ApiKey]:
     return ApiKey.objects.for_org(org).order_by("created_at")
 
 
-def interactions_list(*, org: Organization, filters: dict | None = None) -> QuerySet[Interaction]:
-    """Filters are field lookups already validated by the caller (adapter, task_id, ...). The
-    content is left in the database, its size annotated (`content_size`): a page chooses its
-    rows by it, then reads their content with `interaction_contents`."""
-    return (Interaction.objects.for_org(org).select_related("org").filter(**(filters or {}))
-            .defer("content").annotate(content_size=Length("content")))
+def interactions_list(*, org: Organization, filters: dict | None = None, feedback_type: str | None = None) -> QuerySet[Interaction]:
+    """Filters are field lookups already validated by the caller (adapter, task_id, ...);
+    `feedback_type` keeps the interactions with at least one event of that type. The content
+    is left in the database, its size annotated (`content_size`): a page chooses its rows by
+    it, then reads their content with `interaction_contents`."""
+    interactions = Interaction.objects.for_org(org).select_related("org").filter(**(filters or {}))
+    if feedback_type is not None:
+        events = FeedbackEvent.objects.for_org(org).filter(interaction=OuterRef("pk"), type=feedback_type)
+        interactions = interactions.filter(Exists(events))
+    return interactions.defer("content").annotate(content_size=Length("content"))
+
+
+def stored_content_count(*, org: Organization) -> int:
+    """Interactions whose text is still stored: what zero retention would purge."""
+    return Interaction.objects.for_org(org).filter(content__isnull=False).count()
 
 
 def interaction_contents(*, org: Organization, ids: list) -> dict:
@@ -34,6 +43,15 @@ def interaction_contents(*, org: Organization, ids: list) -> dict:
 
 def feedback_list(*, org: Organization, filters: dict | None = None) -> QuerySet[FeedbackEvent]:
     return FeedbackEvent.objects.for_org(org).filter(**(filters or {}))
+
+
+def interaction_feedback(*, interaction: Interaction) -> QuerySet[FeedbackEvent]:
+    return FeedbackEvent.objects.for_org(interaction.org).filter(interaction=interaction).order_by("occurred_at")
+
+
+def task_steps(*, task: BackgroundTask) -> QuerySet[Interaction]:
+    """The task's interactions in the order they happened: its steps."""
+    return interactions_list(org=task.org, filters={"task": task}).order_by("created_at")
 
 
 def tasks_list(*, org: Organization) -> QuerySet[BackgroundTask]:

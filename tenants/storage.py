@@ -22,12 +22,16 @@ def interaction_bytes(content: bytes | None) -> int:
     return INTERACTION_ROW_BYTES + len(content or b"")
 
 
+def storage_usage(*, org: Organization) -> tuple[int, int]:
+    """(bytes used, quota in bytes) of the organization."""
+    used, quota = StorageUsage.objects.for_org(org).values_list("used_bytes", "quota_bytes").first() or (0, None)
+    return used, settings.STORAGE_QUOTA_BYTES if quota is None else quota
+
+
 def storage_quota_check(*, org: Organization) -> None:
     """Raise QuotaExceeded if what the organization has recorded fills its quota (read without a
     lock: concurrent writes may pass it by a few, never by more)."""
-    usage = StorageUsage.objects.for_org(org).values_list("used_bytes", "quota_bytes").first()
-    used, quota = usage or (0, None)
-    quota = settings.STORAGE_QUOTA_BYTES if quota is None else quota
+    used, quota = storage_usage(org=org)
     if used >= quota:
         raise QuotaExceeded(
             f"This organization's recordings fill its storage quota ({used:,} of {quota:,} bytes): nothing more is "

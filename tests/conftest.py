@@ -34,6 +34,15 @@ from tenants.models import Role
 from tests.factories import Tenant, make_tenant
 from tests.serving.vllm_server import BASE_NAME, Vllm
 
+BROWSER_TESTS = Path(__file__).parent / "console" / "browser"
+
+
+def pytest_collection_modifyitems(items):
+    """Browser tests last: Playwright leaves an event loop in the tests' thread for the rest of
+    the session, beside which Django's ORM needs to be told it is safe (console/browser/conftest.py)."""
+    items.sort(key=lambda item: BROWSER_TESTS in Path(item.path).parents)
+
+
 # Organizations ------------------------------------------------------------------------------
 
 

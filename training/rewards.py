@@ -76,10 +76,32 @@ def reward_spec_get(*, org: Organization, version: int | None = None) -> RewardS
     """The organization's current spec (its latest version, or the default), or the given version."""
     rows = RewardSpec.objects.for_org(org)
     row = rows.order_by("-version").first() if version is None else rows.filter(version=version).first()
-    if row is None:
-        return RewardSpecValues(version=0)
+    return RewardSpecValues(version=0) if row is None else _values(row)
+
+
+def _values(row: RewardSpec) -> RewardSpecValues:
     return RewardSpecValues(version=row.version, **{name: getattr(row, name) for name in settings_of(RewardSpecValues)},
                             created_at=row.created_at, created_by=row.created_by)
+
+
+def reward_spec_versions(*, org: Organization) -> list[tuple[RewardSpecValues, dict]]:
+    """Every version of the organization's spec, newest first, each with what changed from the
+    one before it (the default, for the first): {setting: (before, after)}, a weight as
+    "weights.<event type>"."""
+    versions = [RewardSpecValues(version=0)] + [_values(row) for row in RewardSpec.objects.for_org(org).order_by("version")]
+    return [(newer, _changes(older, newer)) for older, newer in zip(versions, versions[1:])][::-1]
+
+
+def _changes(older: RewardSpecValues, newer: RewardSpecValues) -> dict:
+    changes = {}
+    for name in settings_of(RewardSpecValues):
+        before, after = getattr(older, name), getattr(newer, name)
+        if name == "weights":
+            changes.update({f"weights.{key}": (before.get(key), after.get(key)) for key in sorted(set(before) | set(after))
+                            if before.get(key) != after.get(key)})
+        elif before != after:
+            changes[name] = (before, after)
+    return changes
 
 
 def reward_spec_update(*, org: Organization, changes, actor: str) -> RewardSpecValues:

@@ -14,7 +14,9 @@ urlpatterns = [
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("serving.api.urls")),
     path("api/v1/", include("training.api.urls")),
+    path("console/", include("console.urls")),
 ]
 
-handler404 = "tenants.api.errors.not_found_view"
-handler500 = "tenants.api.errors.server_error_view"
+handler403 = "console.views.errors.permission_denied"
+handler404 = "console.views.errors.not_found"
+handler500 = "console.views.errors.server_error"

@@ -9,4 +9,5 @@ urlpatterns = [
     path("alerts", views.AlertListView.as_view()),
     path("canary-policy", views.CanaryPolicyView.as_view()),
     path("gate-thresholds", views.GateThresholdsView.as_view()),
+    path("traffic-limits", views.TrafficLimitsView.as_view()),
 ]

@@ -7,9 +7,9 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from serving import canary, deployments, gates, registry, selectors
+from serving import canary, deployments, gates, registry, selectors, traffic
 from serving.models import AdapterVersion, Alert
-from serving.policies import CanaryPolicy, Thresholds
+from serving.policies import CanaryPolicy, Limits, Thresholds
 from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by
 from tenants.api.serializers import policy_serializer
 from tenants.models import Role
@@ -106,3 +106,12 @@ class CanaryPolicyView(PolicyView):
                        "unless set).")
     put_description = ("Change the named settings (null: back to the default); the others keep their values. A canary running "
                        "now keeps its share; its verdict uses the new minimum and tolerances. Audited.")
+
+
+class TrafficLimitsView(PolicyView):
+    serializer_class = policy_serializer("TrafficLimits", Limits, change=False)
+    change_serializer_class = policy_serializer("TrafficLimitsChange", Limits, change=True, resettable=True)
+    read, change = staticmethod(traffic.traffic_limits_for), staticmethod(traffic.traffic_limits_update)
+    get_description = ("This organization's share of the gateway: requests and tokens (prompt + completion) a minute, and "
+                       "requests in flight at once (the deployment's defaults unless set). A limit of 0 suspends access.")
+    put_description = "Change the named limits (null: back to the default); the gateway applies them within a second. Audited."

@@ -35,9 +35,9 @@ from serving.gateway.protocol import (
 )
 from serving.gateway.sample import Sample
 from serving.gateway.turns import FairTurns, TurnTimeout
-from serving.models import TrafficLimits
 from serving.policies import Limits
 from serving.routing import Target, target_resolve
+from serving.traffic import traffic_limits_for
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound, QuotaExceeded
 from tenants.models import BackgroundTask, Interaction, Organization
@@ -270,14 +270,7 @@ def _quota_read(org: Organization) -> str:
 
 
 def _limits_of(org: Organization) -> Limits:
-    return _limits.get(org.pk, lambda: _limits_read(org))
-
-
-def _limits_read(org: Organization) -> Limits:
-    row = TrafficLimits.objects.for_org(org).first()
-    defaults = settings.GATEWAY_LIMITS
-    values = {name: getattr(row, name, None) for name in defaults}
-    return Limits(**{name: defaults[name] if value is None else value for name, value in values.items()})
+    return _limits.get(org.pk, lambda: traffic_limits_for(org=org))
 
 
 def _record(call: Call, sample: Sample, interrupted: bool = False) -> Interaction:

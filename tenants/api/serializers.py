@@ -114,6 +114,11 @@ class MemberSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class MemberInvitedSerializer(MemberSerializer):
+    invitation_url = serializers.URLField(help_text="Single-use, valid for PLATFORM_INVITATION_TTL_HOURS: lets the member set a "
+                                                    "password and enter the console. Shown once.")
+
+
 class MemberCreateSerializer(StrictSerializer):
     email = serializers.EmailField()
     role = serializers.ChoiceField(choices=Role.choices)

@@ -8,6 +8,7 @@ urlpatterns = [
     path("audit-log", views.AuditLogView.as_view()),
     path("members", views.MemberListView.as_view()),
     path("members/<uuid:member_id>", views.MemberView.as_view()),
+    path("members/<uuid:member_id>/invitation", views.MemberInvitationView.as_view()),
     path("api-keys", views.ApiKeyListView.as_view()),
     path("api-keys/<uuid:key_id>", views.ApiKeyView.as_view()),
     path("interactions", views.InteractionListView.as_view()),

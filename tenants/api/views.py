@@ -13,13 +13,14 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tenants import export, feedback, organizations, privacy, recording, selectors
+from tenants import export, feedback, invitations, organizations, privacy, recording, selectors
 from tenants.api import serializers as s
 from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by, validated
 from tenants.api.throttling import OrganizationExportThrottle, OrganizationRateThrottle
@@ -63,11 +64,14 @@ class MemberListView(APIView):
         members = selectors.members_list(org=request.auth.org)
         return Response(s.MemberSerializer(members, many=True).data)
 
-    @extend_schema(request=s.MemberCreateSerializer, responses={201: s.MemberSerializer, **ERRORS})
+    @extend_schema(request=s.MemberCreateSerializer, responses={201: s.MemberInvitedSerializer, **ERRORS},
+                   description="Add a member; `invitation_url`, shown once, lets them set a password and enter the console.")
     def post(self, request):
         data = validated(s.MemberCreateSerializer, request.data)
         member = organizations.member_add(org=request.auth.org, email=data["email"], role=data["role"], by=request.auth)
-        return Response(s.MemberSerializer(member).data, status=status.HTTP_201_CREATED)
+        _, token = invitations.invitation_create(membership=member, actor=request.auth.actor)
+        member.invitation_url = invitation_url(request, token)
+        return Response(s.MemberInvitedSerializer(member).data, status=status.HTTP_201_CREATED)
 
 
 class MemberView(APIView):
@@ -89,6 +93,25 @@ class MemberView(APIView):
         member = organizations.membership_get(org=request.auth.org, member_id=member_id)
         organizations.member_remove(membership=member, by=request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemberInvitationView(APIView):
+    find = staticmethod(organizations.membership_get)
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(request=None, responses={201: s.MemberInvitedSerializer, **ERRORS},
+                   description="A new invitation link for the member (any unused one stops working): how a member who "
+                               "forgot their password sets a new one. Shown once.")
+    def post(self, request, member_id):
+        member = organizations.membership_get(org=request.auth.org, member_id=member_id)
+        organizations.require_can_grant(request.auth, member.role)
+        _, token = invitations.invitation_create(membership=member, actor=request.auth.actor)
+        member.invitation_url = invitation_url(request, token)
+        return Response(s.MemberInvitedSerializer(member).data, status=status.HTTP_201_CREATED)
+
+
+def invitation_url(request, token: str) -> str:
+    return request.build_absolute_uri(reverse("console:invitation", kwargs={"token": token}))
 
 
 class ApiKeyListView(APIView):
@@ -275,7 +298,8 @@ class ExportView(APIView):
     def get(self, request):
         rows = export.org_export(org=request.auth.org, actor=request.auth.actor)
         lines = (json.dumps({"kind": kind, **EXPORT_SERIALIZERS[kind](row).data}, default=str) + "\n" for kind, row in rows)
-        return StreamingHttpResponse(streamed(request, lines), content_type="application/x-ndjson")
+        return StreamingHttpResponse(streamed(request, lines), content_type="application/x-ndjson",
+                                     headers={"Content-Disposition": f'attachment; filename="{request.auth.org.slug}-export.ndjson"'})
 
 
 EXPORT_BATCH = 100  # lines read (and decrypted) per hop to the database thread

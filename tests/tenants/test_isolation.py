@@ -152,6 +152,7 @@ WRITE_BODIES = {
     ("api/v1/tasks/<uuid:task_id>/outcome", "POST"): {"value": 1.0, "idempotency_key": "globex-outcome"},
     ("api/v1/adapters/<str:name>/promote", "POST"): {},
     ("api/v1/adapters/<str:name>/rollback", "POST"): {},
+    ("api/v1/members/<uuid:member_id>/invitation", "POST"): {},
 }
 
 

@@ -35,20 +35,28 @@ INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "axes",
     "rest_framework",
     "drf_spectacular",
     "tenants",
     "serving",
     "training",
+    "console",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "controlplane.security.ContentSecurityPolicyMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -64,6 +72,8 @@ TEMPLATES = [
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "console.access.navigation",
             ]
         },
     }
@@ -100,6 +110,30 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
+# The console's vendored files, served by the web server itself (whitenoise) from each app's
+# static folder: there is no build or collect step.
+WHITENOISE_USE_FINDERS = True
+
+# The console (platform/console). Where people reach the web server: invitation links printed
+# by `manage.py invite` start with it (`manage.py up`'s default port).
+PUBLIC_URL = env_str("PLATFORM_PUBLIC_URL", "http://127.0.0.1:8000")
+CONSOLE_INVITATION_TTL_HOURS = env_int("PLATFORM_INVITATION_TTL_HOURS", 72, minimum=1)
+SESSION_COOKIE_AGE = env_int("PLATFORM_CONSOLE_SESSION_HOURS", 12, minimum=1) * 3600
+LOGIN_URL = "console:login"
+LOGIN_REDIRECT_URL = "console:home"
+# Failed console logins (django-axes): after AXES_FAILURE_LIMIT failures for one account, or from
+# one client address, further tries are refused for the cool-off; a success clears the count.
+AXES_FAILURE_LIMIT = env_int("PLATFORM_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_int("PLATFORM_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
+AXES_VERBOSE = False
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Pages allow nothing inline and nothing from elsewhere (controlplane/security.py).
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                           "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+X_FRAME_OPTIONS = "DENY"
 
 # Request size limits of the tenant API, documented in docs/api.md ("Limits").
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("PLATFORM_MAX_REQUEST_BYTES", 4 * 1024 * 1024, minimum=1024)

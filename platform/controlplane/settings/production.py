@@ -18,4 +18,5 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # TLS usually ends at a load balancer; these are for when this process sees HTTPS itself.
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 0, minimum=0)
+# HSTS goes out on HTTPS responses only (as the proxy header says they are): a year by default.
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 365 * 24 * 3600, minimum=0)

@@ -1,0 +1,142 @@
+"""The organization's data: an overview, interactions (content as stored: redacted, decrypted
+for the page), background tasks, the audit log, and the organization itself (deletion). The
+export is the API's own endpoint, which takes the console's session."""
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from console.access import SESSION_ORG, Page
+from console.paging import page_of
+from serving import selectors as serving_selectors
+from tenants import organizations, privacy, recording, selectors
+from tenants.errors import InvalidInput
+from tenants.models import FeedbackEvent, Role
+from tenants.storage import storage_usage
+
+BASE_MODEL = "base"  # the served-version filter's value for the base model
+
+
+class Overview(Page):
+    def get(self, request):
+        org = request.principal.org
+        used, quota = storage_usage(org=org)
+        return render(request, "console/overview.html", {
+            "policy": privacy.policy_get(org=org),
+            "members": selectors.members_list(org=org).count(),
+            "keys": selectors.api_keys_list(org=org).filter(revoked_at__isnull=True).count(),
+            "interactions": selectors.interactions_list(org=org).count(),
+            "used": used, "quota": quota, "used_share": used / quota if quota else 1.0,
+        })
+
+
+class InteractionFilters(forms.Form):
+    served_by = forms.CharField(required=False, max_length=100, label="Served by")
+    feedback = forms.ChoiceField(required=False, choices=[("", "any feedback")] + FeedbackEvent.Type.choices, label="Feedback")
+    task = forms.UUIDField(required=False, label="Task")
+
+
+class Interactions(Page):
+    def get(self, request):
+        org = request.principal.org
+        filters = InteractionFilters(request.GET)
+        if not filters.is_valid():
+            return render(request, "console/interactions.html", {"filters": filters, "rows": [], "versions": []}, status=400)
+        chosen = filters.cleaned_data
+        lookups = {}
+        if chosen["served_by"]:
+            lookups.update({"adapter__isnull": True} if chosen["served_by"] == BASE_MODEL else {"adapter": chosen["served_by"]})
+        if chosen["task"]:
+            lookups["task_id"] = chosen["task"]
+        rows = selectors.interactions_list(org=org, filters=lookups, feedback_type=chosen["feedback"] or None)
+        page = page_of(rows, by="created_at", cursor=request.GET.get("cursor"))
+        _with_content(org, page.rows)
+        kept = {key: value for key, value in request.GET.items() if key != "cursor" and value}
+        return render(request, "console/interactions.html", {
+            "filters": filters, "rows": page.rows, "next_cursor": page.next_cursor, "kept": kept, "paged": "cursor" in request.GET,
+            "versions": [BASE_MODEL] + [a.name for a in serving_selectors.adapters_list(org=org)],
+        })
+
+
+def _with_content(org, rows) -> None:
+    """Each row's decrypted content (None where there is none) as `shown`, read in one query."""
+    sealed = selectors.interaction_contents(org=org, ids=[row.pk for row in rows])
+    for row in rows:
+        row.content = sealed.get(row.pk)
+        row.shown = recording.interaction_content(interaction=row) if row.content is not None else None
+
+
+class InteractionDetail(Page):
+    find = staticmethod(recording.interaction_get)
+
+    def get(self, request, interaction_id):
+        interaction = self.object
+        return render(request, "console/interaction.html", {
+            "interaction": interaction,
+            "content": recording.interaction_content(interaction=interaction),
+            "events": selectors.interaction_feedback(interaction=interaction),
+        })
+
+
+class InteractionErase(Page):
+    find = staticmethod(recording.interaction_get)
+    roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
+
+    def get(self, request, interaction_id):
+        return render(request, "console/confirm.html", {
+            "title": f"Erase interaction {interaction_id}?",
+            "consequences": ["Its content and every feedback event about it are deleted; this cannot be undone.",
+                             "The erasure is recorded in the audit log."],
+            "action": "Erase interaction", "back": reverse("console:interaction", kwargs={"interaction_id": interaction_id}),
+        })
+
+    def post(self, request, interaction_id):
+        recording.interaction_erase(interaction=self.object, actor=request.principal.actor)
+        messages.success(request, f"Interaction {interaction_id} was erased.")
+        return redirect("console:interactions")
+
+
+class Tasks(Page):
+    def get(self, request):
+        page = page_of(selectors.tasks_list(org=request.principal.org), by="created_at", cursor=request.GET.get("cursor"))
+        return render(request, "console/tasks.html", {"rows": page.rows, "next_cursor": page.next_cursor, "paged": "cursor" in request.GET})
+
+
+class TaskDetail(Page):
+    find = staticmethod(recording.task_get)
+
+    def get(self, request, task_id):
+        steps = list(selectors.task_steps(task=self.object))
+        _with_content(request.principal.org, steps)
+        return render(request, "console/task.html", {"task": self.object, "steps": steps})
+
+
+class AuditLog(Page):
+    def get(self, request):
+        page = page_of(selectors.audit_events_list(org=request.principal.org), by="at", cursor=request.GET.get("cursor"))
+        return render(request, "console/audit_log.html", {"rows": page.rows, "next_cursor": page.next_cursor, "paged": "cursor" in request.GET})
+
+
+class DeleteForm(forms.Form):
+    confirm = forms.CharField(label="Type the organization's slug to confirm")
+
+
+class OrganizationSettings(Page):
+    roles = {"POST": Role.OWNER}
+
+    def get(self, request, form=None):
+        return render(request, "console/organization.html", {"form": form or DeleteForm()})
+
+    def post(self, request):
+        org, form = request.principal.org, DeleteForm(request.POST)
+        if form.is_valid():
+            try:
+                organizations.org_delete(org=org, confirm_slug=form.cleaned_data["confirm"].strip())
+            except InvalidInput:
+                form.add_error("confirm", f"That is not {org.slug}.")
+            else:
+                request.session.pop(SESSION_ORG, None)
+                messages.success(request, f"{org.name} and everything of it were deleted.")
+                return redirect("console:home")
+        return self.get(request, form)

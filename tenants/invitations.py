@@ -1,0 +1,108 @@
+"""Invitations: the single-use links through which people set a password and enter the console.
+
+An invitation belongs to a membership that already exists (adding a member makes both), so an
+unaccepted link grants nothing the membership does not. A new link for the same member
+replaces any unused one; that is also how a password is reset. A person's account is one
+across their organizations, so a link sets a password only when its organization could
+already decide everything that account reaches: the person belongs to no other organization,
+has never set a password, or the link came from the platform's operator (`manage.py invite`).
+Otherwise it only tells them to log in: an admin of one organization cannot take over a
+member's access to another.
+"""
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from tenants.audit import audit_record
+from tenants.errors import Conflict, InvalidInput, NotFound
+from tenants.models import Invitation, Membership, Organization, Role
+from tenants.organizations import Principal, member_add, require_can_grant
+
+OPERATOR = "operator"  # the actor of what the platform's operator does from the command line
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def invitation_create(*, membership: Membership, actor: str) -> tuple[Invitation, str]:
+    """A new link for the member (any unused one stops working); returns it and its token in
+    clear, which is shown once."""
+    token = secrets.token_urlsafe(32)
+    with transaction.atomic():
+        Invitation.objects.for_org(membership.org).filter(membership=membership, accepted_at__isnull=True).delete()
+        invitation = Invitation.objects.create(
+            org=membership.org, membership=membership, token_hash=_hash(token), created_by=actor,
+            expires_at=timezone.now() + timedelta(hours=settings.CONSOLE_INVITATION_TTL_HOURS),
+        )
+        audit_record(org=membership.org, actor=actor, action="member.invite", target=membership.user.email,
+                     after={"role": membership.role, "expires_at": invitation.expires_at.isoformat()})
+    return invitation, token
+
+
+def member_invite(*, org: Organization, email: str, role: str | None, by: Principal) -> tuple[Membership, str]:
+    """Invite a person: a new member with `role` (viewer when not given), or a new link for a
+    member already there (their role stays, unless `role` names another: then refused)."""
+    membership = Membership.objects.for_org(org).select_related("user").filter(user__username=email.strip().lower()).first()
+    if membership is None:
+        membership = member_add(org=org, email=email, role=role or Role.VIEWER, by=by)
+    else:
+        require_can_grant(by, membership.role)
+        if role is not None and role != membership.role:
+            raise Conflict(f"{membership.user.email} is already a member, as {membership.role}: change the role first.")
+    _, token = invitation_create(membership=membership, actor=by.actor)
+    return membership, token
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An invitation that can still be used, and what it lets its holder do."""
+
+    invitation: Invitation
+    may_set_password: bool  # else: the person has a password that another organization relies on
+
+
+def invitation_pending(*, token: str) -> Pending:
+    """The usable invitation of this token, or NotFound (unknown, used, expired or replaced)."""
+    # The token is the one thing known before the organization, like an API key.
+    invitation = (Invitation.objects.across_orgs().select_related("org", "membership__user")
+                  .filter(token_hash=_hash(token), accepted_at__isnull=True, expires_at__gt=timezone.now()).first())
+    if invitation is None:
+        raise NotFound("This invitation link is not valid: it was used, it expired, or a newer one replaced it. "
+                       "Ask an admin of your organization for a new one.")
+    user = invitation.membership.user
+    elsewhere = Membership.objects.across_orgs().filter(user=user).exclude(org=invitation.org).exists()
+    may_set = not user.has_usable_password() or not elsewhere or invitation.created_by == OPERATOR
+    return Pending(invitation=invitation, may_set_password=may_set)
+
+
+def invitation_accept(*, token: str, password: str) -> Membership:
+    """Set the member's password through the link and use it up; InvalidInput names what
+    Django's password validators found wrong."""
+    with transaction.atomic():
+        pending = invitation_pending(token=token)
+        invitation = pending.invitation
+        if not pending.may_set_password:
+            raise Conflict("You already have a password, which other organizations rely on: log in with it. "
+                           "If you forgot it, ask the platform's operator for a new link.")
+        user = invitation.membership.user
+        try:
+            validate_password(password, user)
+        except ValidationError as error:
+            raise InvalidInput(" ".join(error.messages), details={"password": " ".join(error.messages)}) from None
+        used = Invitation.objects.for_org(invitation.org).filter(pk=invitation.pk, accepted_at__isnull=True).update(accepted_at=timezone.now())
+        if used != 1:  # the same link, used twice at once
+            raise NotFound("This invitation link was just used.")
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        audit_record(org=invitation.org, actor=f"user:{user.email}", action="member.password_set", target=user.email)
+    return invitation.membership
+

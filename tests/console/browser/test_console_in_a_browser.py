@@ -1,0 +1,184 @@
+"""The console's main paths in a real browser: getting in and out, throttled logins, a policy
+change seen through the API, an API key's whole life, what a viewer sees, another
+organization's ids, the organization switcher and the interactions' filters in place."""
+
+import io
+import json
+
+import httpx
+import pytest
+from django.core.management import call_command
+from playwright.sync_api import Page, expect
+
+from tenants.models import Role
+from tenants.recording import task_create
+from tests.console.conftest import PASSWORD, person
+from tests.factories import make_tenant, served
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def log_in(page: Page, server: str | None, email: str, password: str = PASSWORD) -> None:
+    """Log in on the login page (server: open it first; None: the page is on it already)."""
+    if server is not None:
+        page.goto(f"{server}/console/login/")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+
+
+def go(page: Page, name: str) -> None:
+    """Follow a link of the side navigation."""
+    page.get_by_role("navigation", name="Console").get_by_role("link", name=name, exact=True).click()
+
+
+def test_a_person_accepts_an_invitation_sets_a_password_and_lands_in_the_console(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    out = io.StringIO()
+    call_command("invite", org="acme", email="dana@acme.example", role="admin", base_url=live_server.url, stdout=out)
+    page.goto(json.loads(out.getvalue())["url"])
+    expect(page.get_by_role("heading", name="Join Acme")).to_be_visible()
+    screenshot("invitation")
+    page.get_by_label("Password", exact=True).fill("correct horse battery staple")
+    page.get_by_label("The same password again").fill("correct horse battery staple")
+    page.get_by_role("button", name="Set password and enter").click()
+    expect(page.get_by_role("heading", name="Acme")).to_be_visible()
+    expect(page.get_by_text("Welcome to Acme.")).to_be_visible()
+    expect(page.locator(".who .badge")).to_have_text("admin")
+    screenshot("overview")
+    assert acme.org.memberships.count() == 2
+
+
+def test_log_in_and_out(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    admin = person(acme, Role.ADMIN)
+    page.goto(f"{live_server.url}/console/members/")
+    expect(page).to_have_url(f"{live_server.url}/console/login/?next=/console/members/")
+    screenshot("login")
+    log_in(page, None, admin.email)
+    expect(page.get_by_role("heading", name="Members")).to_be_visible()  # back where they were going
+    screenshot("members")
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_text("You are logged out.")).to_be_visible()
+    page.goto(f"{live_server.url}/console/")
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+
+
+def test_wrong_passwords_are_throttled(page: Page, live_server, settings, screenshot):
+    admin = person(make_tenant("Acme"), Role.ADMIN)
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        log_in(page, live_server.url, admin.email, "not the password")
+        expect(page.get_by_text("Enter a correct email and password.")).to_be_visible()
+    log_in(page, live_server.url, admin.email, "not the password")
+    expect(page.get_by_role("heading", name="Too many failed logins")).to_be_visible()
+    log_in(page, live_server.url, admin.email)  # even the right password waits out the cool-off
+    expect(page.get_by_role("heading", name="Too many failed logins")).to_be_visible()
+    screenshot("locked-out")
+
+
+def test_a_privacy_policy_change_is_what_the_api_reads(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    log_in(page, live_server.url, person(acme, Role.ADMIN).email)
+    go(page, "Policies")
+    screenshot("policies")
+    page.get_by_role("link", name="Privacy policy").click()
+    page.get_by_label("Retention days").fill("0")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_text("retention_days must be a whole number from 1 to 3650, not 0.")).to_be_visible()
+    screenshot("privacy-policy-bad-value")
+    page.get_by_label("Retention days").fill("7")
+    page.get_by_label("Training enabled").check()
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_text("Privacy policy changed: training_enabled, retention_days.")).to_be_visible()
+    screenshot("privacy-policy")
+    policy = httpx.get(f"{live_server.url}/api/v1/privacy-policy", headers={"Authorization": f"Bearer {acme.key}"}).json()
+    assert policy["retention_days"] == 7 and policy["training_enabled"] is True
+
+
+def test_an_api_key_is_shown_once_works_and_is_refused_once_revoked(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    log_in(page, live_server.url, person(acme, Role.ADMIN).email)
+    go(page, "API keys")
+    page.get_by_label("Name").fill("ci pipeline")
+    page.get_by_label("Role").select_option("viewer")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.get_by_text("it is shown only once")).to_be_visible()
+    screenshot("api-key-created")
+    key = page.locator("#new-key").inner_text().strip()
+    organization = f"{live_server.url}/api/v1/organization"
+    assert httpx.get(organization, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    page.get_by_role("link", name="Back to API keys").click()
+    assert key not in page.content()
+    screenshot("api-keys")
+    page.get_by_role("row", name="ci pipeline").get_by_role("link", name="Revoke").click()
+    page.get_by_role("button", name="Revoke key").click()
+    expect(page.get_by_text("is revoked")).to_be_visible()
+    assert httpx.get(organization, headers={"Authorization": f"Bearer {key}"}).status_code == 401
+
+
+def test_a_viewer_sees_no_control_that_changes_anything_and_a_forged_post_is_refused(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    interaction = served(acme.org)
+    log_in(page, live_server.url, person(acme, Role.VIEWER).email)
+    for path in ("", "members/", "api-keys/", "policies/privacy/", "policies/reward-spec/", "interactions/",
+                 f"interactions/{interaction.pk}/", "organization/"):
+        page.goto(f"{live_server.url}/console/{path}")
+        changing = page.locator("form[method=post]").filter(has_not=page.locator("#org-switcher")).filter(
+            has_not=page.get_by_role("button", name="Log out"))
+        expect(changing).to_have_count(0)
+        for name in ("Save changes", "Create key", "Invite", "Revoke", "Remove", "Erase this interaction…", "New link"):
+            expect(page.get_by_text(name, exact=True)).to_have_count(0)
+    page.goto(f"{live_server.url}/console/members/")
+    screenshot("viewer-members")
+    status = page.evaluate("""async () => {
+        const token = document.querySelector("input[name=csrfmiddlewaretoken]").value;
+        const body = new URLSearchParams({csrfmiddlewaretoken: token, name: "forged", role: "viewer"});
+        return (await fetch("/console/api-keys/", {method: "POST", body})).status;
+    }""")
+    assert status == 403
+    assert not acme.org.api_keys.filter(name="forged").exists()
+
+
+def test_an_admin_of_another_organization_gets_404_for_an_interaction(page: Page, live_server, screenshot):
+    acme, globex = make_tenant("Acme"), make_tenant("Globex")
+    interaction = served(acme.org)
+    log_in(page, live_server.url, person(globex, Role.ADMIN).email)
+    response = page.goto(f"{live_server.url}/console/interactions/{interaction.pk}/")
+    assert response.status == 404
+    expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+    screenshot("not-found")
+
+
+def test_the_organization_switcher_changes_organization_and_role(page: Page, live_server, screenshot):
+    acme, globex = make_tenant("Acme"), make_tenant("Globex")
+    both = person(acme, Role.VIEWER, email="both@corp.example")
+    person(globex, Role.ADMIN, email="both@corp.example")
+    log_in(page, live_server.url, both.email)
+    go(page, "API keys")
+    expect(page.get_by_role("button", name="Create key")).to_have_count(0)
+    page.get_by_label("Organization").select_option(label="Globex (admin)")  # submits on change
+    expect(page.get_by_role("heading", name="Globex")).to_be_visible()
+    expect(page.locator(".who .badge")).to_have_text("admin")
+    screenshot("switcher")
+    go(page, "API keys")
+    expect(page.get_by_role("button", name="Create key")).to_be_visible()
+
+
+def test_interactions_filter_in_place(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    task = task_create(org=acme.org)
+    for n in range(6):
+        served(acme.org, adapter="acme@v2" if n % 2 else None, text=f"<edit>answer {n}</edit>", task=task if n == 3 else None,
+               feedback=("edit_persisted",) if n % 3 else ("dissatisfied_followup",), latency_ms=120 + n)
+    log_in(page, live_server.url, person(acme, Role.VIEWER).email)
+    go(page, "Interactions")
+    expect(page.locator("#interactions tbody tr")).to_have_count(6)
+    screenshot("interactions")
+    page.evaluate("window.notReloaded = true")
+    page.get_by_label("Feedback").select_option("dissatisfied_followup")
+    expect(page.locator("#interactions tbody tr")).to_have_count(2)
+    expect(page).to_have_url(f"{live_server.url}/console/interactions/?served_by=&feedback=dissatisfied_followup&task=")
+    assert page.evaluate("window.notReloaded") is True  # swapped in place by htmx, not a new page
+    page.get_by_role("link").filter(has_text=":").first.click()
+    expect(page.get_by_role("heading", name="Feedback")).to_be_visible()
+    screenshot("interaction")

@@ -1,0 +1,161 @@
+"""Getting in: invitation links (manage.py invite, the members API), login with failed tries
+throttled, logout, sessions that expire, and switching organizations."""
+
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.utils import timezone
+
+from tenants.models import AuditEvent, Invitation, Membership, Role
+from tests.console.conftest import PASSWORD, person
+from tests.factories import make_tenant
+
+NEW_PASSWORD = "another quite long passphrase 42"
+
+
+def invite(org, email, role=None, base_url="http://console.example") -> str:
+    out = io.StringIO()
+    call_command("invite", org=org.slug, email=email, **({"role": role} if role else {}), base_url=base_url, stdout=out)
+    return json.loads(out.getvalue())["url"]
+
+
+def path_of(url: str) -> str:
+    return url.removeprefix("http://console.example").removeprefix("http://testserver")
+
+
+def accept(url: str, password: str = NEW_PASSWORD, client: Client | None = None):
+    client = client or Client()
+    return client, client.post(path_of(url), {"password": password, "confirm": password})
+
+
+def test_invite_prints_a_url_that_sets_a_password_and_lands_in_the_console(acme):
+    url = invite(acme.org, "Newcomer@Acme.example", role="admin")
+    assert url.startswith("http://console.example/console/invitations/")
+    page = Client().get(path_of(url))
+    assert page.status_code == 200 and b"newcomer@acme.example" in page.content and b"admin" in page.content
+    client, response = accept(url)
+    assert response.status_code == 302 and response["Location"] == "/console/"
+    home = client.get("/console/")
+    assert home.status_code == 200 and b"Acme" in home.content
+    assert Membership.objects.for_org(acme.org).get(user__username="newcomer@acme.example").role == Role.ADMIN
+    assert Client().post("/console/login/", {"username": "newcomer@acme.example", "password": NEW_PASSWORD}).status_code == 302
+
+
+def test_a_link_works_once(acme):
+    url = invite(acme.org, "once@acme.example")
+    accept(url)
+    assert Client().get(path_of(url)).status_code == 404
+    _, again = accept(url, "yet another long passphrase 9")
+    assert again.status_code == 404
+
+
+def test_a_link_expires(acme, settings):
+    url = invite(acme.org, "late@acme.example")
+    Invitation.objects.for_org(acme.org).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert Client().get(path_of(url)).status_code == 404
+
+
+def test_a_new_link_replaces_the_old_one_and_resets_a_forgotten_password(acme, acme_admin):
+    first = invite(acme.org, acme_admin.email)
+    second = invite(acme.org, acme_admin.email)
+    assert Client().get(path_of(first)).status_code == 404
+    accept(second)
+    assert Client().post("/console/login/", {"username": acme_admin.email, "password": NEW_PASSWORD}).status_code == 302
+
+
+def test_a_weak_password_is_named_and_the_link_still_works(acme):
+    url = invite(acme.org, "weak@acme.example")
+    _, response = accept(url, "password")
+    assert response.status_code == 200 and b"too common" in response.content
+    _, response = accept(url)
+    assert response.status_code == 302
+
+
+def test_invite_refuses_an_unknown_organization_and_a_changed_role(acme, acme_admin):
+    with pytest.raises(CommandError, match="No organization"):
+        invite(acme.org.__class__(slug="nope"), "x@y.example")
+    with pytest.raises(CommandError, match="already a member, as admin"):
+        invite(acme.org, acme_admin.email, role="owner")
+
+
+def test_the_members_api_returns_a_single_use_invitation_url(acme):
+    response = acme.client.post("/api/v1/members", {"email": "api-made@acme.example", "role": "viewer"}, format="json")
+    assert response.status_code == 201
+    url = response.json()["invitation_url"]
+    assert url.startswith("http://testserver/console/invitations/")
+    _, accepted = accept(url)
+    assert accepted.status_code == 302
+    member_id = response.json()["id"]
+    again = acme.client.post(f"/api/v1/members/{member_id}/invitation")
+    assert again.status_code == 201 and again.json()["invitation_url"] != url
+
+
+def test_an_admin_of_one_organization_cannot_reset_a_password_another_relies_on(acme, globex):
+    shared = person(acme, Role.ADMIN, email="shared@corp.example")
+    url = invite(globex.org, "shared@corp.example")  # through the operator: allowed
+    assert b"Set password" in Client().get(path_of(url)).content
+    globex_admin = person(globex, Role.ADMIN, email="admin@globex.example")
+    member = Membership.objects.for_org(globex.org).get(user__username="shared@corp.example")
+    page = globex_admin.client.post(f"/console/members/{member.public_id}/invitation/")
+    link = page.content.decode().split('id="invitation-url">')[1].split("<")[0]
+    landing = Client().get(path_of(link))
+    assert b"You already have a password" in landing.content and b"Set password" not in landing.content
+    _, refused = accept(link)
+    assert refused.status_code == 302 and refused["Location"] == "/console/login/"
+    assert Client().post("/console/login/", {"username": shared.email, "password": PASSWORD}).status_code == 302
+
+
+def test_failed_logins_are_throttled_per_account_and_per_address(acme, acme_admin, settings):
+    client = Client(REMOTE_ADDR="203.0.113.7")
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        assert client.post("/console/login/", {"username": acme_admin.email, "password": "wrong"}).status_code == 200
+    assert client.post("/console/login/", {"username": acme_admin.email, "password": "wrong"}).status_code == 429
+    locked = client.post("/console/login/", {"username": acme_admin.email, "password": PASSWORD})
+    assert locked.status_code == 429 and b"Too many failed logins" in locked.content
+    # The account stays locked from another address; another account from this address too.
+    assert Client(REMOTE_ADDR="198.51.100.1").post("/console/login/", {"username": acme_admin.email, "password": PASSWORD}).status_code == 429
+    other = person(acme, Role.VIEWER, email="other@acme.example")
+    assert client.post("/console/login/", {"username": other.email, "password": PASSWORD}).status_code == 429
+
+
+def test_a_wrong_password_says_so_without_saying_which_part(acme_admin):
+    response = Client().post("/console/login/", {"username": acme_admin.email, "password": "wrong"})
+    assert response.status_code == 200 and b"correct email and password" in response.content.replace(b"\n", b" ")
+
+
+def test_logout_ends_the_session(acme_admin):
+    assert acme_admin.client.post("/console/logout/").status_code == 302
+    assert acme_admin.client.get("/console/").status_code == 302
+
+
+def test_sessions_expire(settings):
+    assert settings.SESSION_COOKIE_AGE == 12 * 3600 and settings.SESSION_COOKIE_HTTPONLY
+
+
+def test_a_person_in_two_organizations_switches_and_acts_with_each_role(acme, globex):
+    acme_side = person(acme, Role.VIEWER, email="both@corp.example")
+    person(globex, Role.ADMIN, email="both@corp.example")
+    client = acme_side.client
+    assert client.get("/console/api-keys/").content.count(b"Create key") == 0
+    assert client.post("/console/switch/", {"org": str(globex.org.pk)}).status_code == 302
+    page = client.get("/console/api-keys/")
+    assert b"Globex" in page.content and b"Create key" in page.content
+    outsider = make_tenant("Initech")
+    assert client.post("/console/switch/", {"org": str(outsider.org.pk)}).status_code == 404
+    assert client.post("/console/switch/", {"org": "not a uuid"}).status_code == 404
+
+
+def test_a_removed_member_is_logged_out(acme, acme_viewer):
+    acme_viewer.membership.delete()
+    response = acme_viewer.client.get("/console/")
+    assert response.status_code == 302 and response["Location"] == "/console/login/"
+
+
+def test_joining_is_audited(acme):
+    accept(invite(acme.org, "audited@acme.example"))
+    actions = set(AuditEvent.objects.for_org(acme.org).values_list("action", flat=True))
+    assert {"member.add", "member.invite", "member.password_set"} <= actions
