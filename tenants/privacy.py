@@ -17,9 +17,18 @@ class PrivacySettings:
     """What an organization allows done with its data; the model's defaults for a new one."""
 
     training_enabled: bool = False  # no training on a customer's data unless they opt in
-    store_content: bool = True  # off: zero retention, metrics and feedback only
-    retention_days: int = 30  # recorded content older than this is purged
-    redact: bool = True  # secrets and PII replaced before anything is stored
+    store_content: bool = True
+    retention_days: int = 30
+    redact: bool = True
+
+    HELP: ClassVar[dict[str, str]] = {
+        "training_enabled": "Train this organization's adapter on its own users' interactions.",
+        "store_content": "Keep prompt and completion text. Off is zero retention: only metrics and feedback are kept, "
+                         "and nothing can be trained.",
+        "retention_days": "Recorded text older than this is purged.",
+        "redact": "Replace secrets (keys, tokens, passwords) and personal data (emails, phone numbers, addresses) "
+                  "before anything is stored.",
+    }
 
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {"retention_days": (1, 3650)}
 

@@ -2,11 +2,12 @@
 
 A setting's type hint says what kind of value it takes (bool; int, a whole number; float; a
 `Literal` of choices; a dict from a `Literal`'s keys to numbers; `| None` where it may be
-unset); `RANGES` says how far each number may go. `check(policy)`, called by each policy's
+unset); `RANGES` says how far each number may go, and `HELP` (optional) what each setting does, in
+words for people. `check(policy)`, called by each policy's
 `__post_init__`, refuses anything else and names every bad setting, so no policy object holds
 a value the platform cannot honour. The same table bounds the deployment's defaults from the
 environment (`controlplane.env.env_policy`), shapes the OpenAPI schema
-(`tenants.api.serializers.policy_serializer`) and will shape the console's forms.
+(`tenants.api.serializers.policy_serializer`) and the console's forms (`console.forms`).
 
 Django-free, so that settings modules can import the policies they bound.
 """
@@ -39,6 +40,7 @@ class Setting:
     low: float | None = None  # a number's bounds, or a dict's values'
     high: float | None = None
     nullable: bool = False
+    help: str = ""  # what it does, for people: the policy's HELP entry
 
     def problem(self, value) -> str | None:
         """What is wrong with `value` for this setting, or None when it may take it."""
@@ -77,24 +79,25 @@ def not_a_setting(**kwargs):
 def settings_of(policy_class: type) -> dict[str, Setting]:
     """Each setting of the class by name; read once per class, since every policy built (each
     gate run, each canary verdict) checks its values."""
-    hints = get_type_hints(policy_class)
-    return {f.name: _setting(f.name, hints[f.name], policy_class.RANGES.get(f.name)) for f in fields(policy_class) if f.metadata.get("setting", True)}
+    hints, help_texts = get_type_hints(policy_class), getattr(policy_class, "HELP", {})
+    return {f.name: _setting(f.name, hints[f.name], policy_class.RANGES.get(f.name), help_texts.get(f.name, ""))
+            for f in fields(policy_class) if f.metadata.get("setting", True)}
 
 
-def _setting(name: str, hint, bounds: tuple[float, float] | None) -> Setting:
+def _setting(name: str, hint, bounds: tuple[float, float] | None, help_text: str) -> Setting:
     args = get_args(hint)
     nullable = get_origin(hint) in (Union, types.UnionType) and type(None) in args
     if nullable:
         (hint,) = [arg for arg in args if arg is not type(None)]
     low, high = bounds or (None, None)
     if get_origin(hint) is Literal:
-        return Setting(name, str, choices=get_args(hint), nullable=nullable)
+        return Setting(name, str, choices=get_args(hint), nullable=nullable, help=help_text)
     if get_origin(hint) is dict:
         keys, _ = get_args(hint)
-        return Setting(name, dict, choices=get_args(keys), low=low, high=high, nullable=nullable)
+        return Setting(name, dict, choices=get_args(keys), low=low, high=high, nullable=nullable, help=help_text)
     if hint in (int, float) and bounds is None:
         raise TypeError(f"{name}: a number needs its RANGES entry")
-    return Setting(name, hint, low=low, high=high, nullable=nullable)
+    return Setting(name, hint, low=low, high=high, nullable=nullable, help=help_text)
 
 
 def check(policy) -> None:

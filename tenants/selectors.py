@@ -45,6 +45,15 @@ def feedback_list(*, org: Organization, filters: dict | None = None) -> QuerySet
     return FeedbackEvent.objects.for_org(org).filter(**(filters or {}))
 
 
+def feedback_types_of(*, org: Organization, ids: list) -> dict:
+    """The types of feedback each of these interactions got, in the order it arrived, by id."""
+    types: dict = {}
+    for interaction_id, kind in (FeedbackEvent.objects.for_org(org).filter(interaction_id__in=ids)
+                                 .order_by("received_at").values_list("interaction_id", "type")):
+        types.setdefault(interaction_id, []).append(kind)
+    return types
+
+
 def interaction_feedback(*, interaction: Interaction) -> QuerySet[FeedbackEvent]:
     return FeedbackEvent.objects.for_org(interaction.org).filter(interaction=interaction).order_by("occurred_at")
 

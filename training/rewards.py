@@ -58,12 +58,19 @@ class RewardSpecValues:
     version: int = not_a_setting()  # 0: the default, never changed
     weights: dict[EventType, float] = field(default_factory=_default_weights)
     latency_penalty_per_s: float = 0.05  # a 2 s answer costs 0.1
-    kl_coef: float = 0.02  # the pull of each update towards the base model
+    kl_coef: float = 0.02
     outcome_credit: OutcomeCredit = RewardSpec.OutcomeCredit.UNIFORM
-    outcome_discount: float = 0.9  # for discounted credit
+    outcome_discount: float = 0.9
     created_at: object = not_a_setting(default=None)
     created_by: str = not_a_setting(default="")
 
+    HELP: ClassVar[dict[str, str]] = {
+        "weights": "Reward per feedback event of each type; task_outcome's is multiplied by the outcome's value.",
+        "latency_penalty_per_s": "Subtracted per second of latency.",
+        "kl_coef": "How strongly each update is pulled towards the base model.",
+        "outcome_credit": "How a background task's outcome is spread over its steps.",
+        "outcome_discount": "For discounted credit: step i of n gets discount^(n-1-i), normalized.",
+    }
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "weights": (-10.0, 10.0), "latency_penalty_per_s": (0.0, 10.0), "kl_coef": (0.0, 1.0), "outcome_discount": (0.01, 1.0),
     }

@@ -22,9 +22,15 @@ from training.runs import last_window_end
 class Schedule:
     """An organization's schedule settings; the model's defaults for one that never set them."""
 
-    enabled: bool = True  # off: runs start only when an admin asks
-    cadence_minutes: int = TrainingSchedule.DEFAULT_CADENCE_MINUTES  # the least time between two scheduled starts
-    min_feedback_events: int = TrainingSchedule.DEFAULT_MIN_FEEDBACK_EVENTS  # since the last run's data
+    enabled: bool = True
+    cadence_minutes: int = TrainingSchedule.DEFAULT_CADENCE_MINUTES
+    min_feedback_events: int = TrainingSchedule.DEFAULT_MIN_FEEDBACK_EVENTS
+
+    HELP: ClassVar[dict[str, str]] = {
+        "enabled": "Off: runs start only when an admin asks (POST /api/v1/training-runs).",
+        "cadence_minutes": "The least time between the starts of two scheduled runs.",
+        "min_feedback_events": "The least feedback events since the last run's data that make a run worth it.",
+    }
 
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {"cadence_minutes": (1, 7 * 24 * 60), "min_feedback_events": (1, 1_000_000)}
 

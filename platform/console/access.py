@@ -7,12 +7,14 @@ needs (`roles`, viewer by default, as in the API's views) and, for a page of one
 service that finds it (`find`), so that another organization's id is a 404 whatever the role.
 """
 
+from dataclasses import dataclass, field
+
 from django.contrib import messages
 from django.contrib.auth import logout
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views import View
 
 from tenants.errors import Forbidden, NotFound
@@ -66,6 +68,27 @@ class Page(View):
             raise Http404(error.message) from None
         except Forbidden as error:
             raise PermissionDenied(error.message) from None
+
+
+@dataclass
+class Confirmation:
+    title: str
+    consequences: list[str] = field(default_factory=list)
+    action: str = "Confirm"  # the button that does it
+    back: str = "/console/"  # where Cancel goes
+
+
+class Confirmed(Page):
+    """A page of a change that cannot be undone: GET asks, saying what will happen; POST does it.
+    Admins only, unless a subclass says otherwise."""
+
+    roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
+
+    def confirmation(self, request) -> Confirmation:
+        raise NotImplementedError
+
+    def get(self, request, **kwargs):
+        return render(request, "console/confirm.html", {"confirmation": self.confirmation(request)})
 
 
 def navigation(request) -> dict:

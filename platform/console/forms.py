@@ -9,14 +9,15 @@ from tenants.ranges import PolicyError, Setting, settings_of
 
 
 def _field(setting: Setting, label: str) -> forms.Field:
+    described = {"label": label, "help_text": setting.help}
     if setting.kind is bool:
-        return forms.BooleanField(label=label, required=False)
+        return forms.BooleanField(required=False, **described)
     if setting.kind is str:
-        return forms.ChoiceField(label=label, choices=[(c, c) for c in setting.choices])
+        return forms.ChoiceField(choices=[(c, c) for c in setting.choices], **described)
     bounds = {"min": f"{setting.low:g}", "max": f"{setting.high:g}"}
     if setting.kind is int:
-        return forms.IntegerField(label=label, required=not setting.nullable, widget=forms.NumberInput(attrs=bounds))
-    return forms.FloatField(label=label, required=not setting.nullable, widget=forms.NumberInput(attrs={**bounds, "step": "any"}))
+        return forms.IntegerField(required=not setting.nullable, widget=forms.NumberInput(attrs=bounds), **described)
+    return forms.FloatField(required=not setting.nullable, widget=forms.NumberInput(attrs={**bounds, "step": "any"}), **described)
 
 
 class PolicyForm(forms.Form):
@@ -43,7 +44,8 @@ class PolicyForm(forms.Form):
         for name, setting in self.settings.items():
             fields = [self[f"{name}.{key}"] for key in setting.choices] if setting.kind is dict else [self[name]]
             errors = self.errors.get(name) if self.is_bound and name in self.fields else None
-            yield {"name": name, "setting": setting, "kind": setting.kind.__name__, "fields": fields,
+            bounds = f"from {setting.low:g} to {setting.high:g}" if setting.low is not None else ""
+            yield {"name": name, "setting": setting, "kind": setting.kind.__name__, "fields": fields, "bounds": bounds,
                    "errors": errors or self.setting_errors.get(name)}
 
     def changes(self) -> dict:

@@ -29,7 +29,8 @@ def policy_serializer(name: str, policy_class: type, *, change: bool, resettable
     help_texts = help_texts or {}
 
     def field_of(setting: Setting) -> serializers.Field:
-        options = {"required": not change, "allow_null": change and resettable, "help_text": help_texts.get(setting.name)}
+        options = {"required": not change, "allow_null": change and resettable,
+                   "help_text": help_texts.get(setting.name) or setting.help or None}
         if setting.kind is bool:
             return serializers.BooleanField(**options)
         if setting.kind is str:

@@ -122,6 +122,13 @@ def test_failed_logins_are_throttled_per_account_and_per_address(acme, acme_admi
     assert client.post("/console/login/", {"username": other.email, "password": PASSWORD}).status_code == 429
 
 
+def test_the_case_of_an_email_does_not_make_another_account_to_try(acme_admin, settings):
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        variant = acme_admin.email.upper() if n % 2 else f" {acme_admin.email.title()} "
+        Client(REMOTE_ADDR=f"203.0.113.{n}").post("/console/login/", {"username": variant, "password": "wrong"})
+    assert Client(REMOTE_ADDR="198.51.100.9").post("/console/login/", {"username": acme_admin.email, "password": PASSWORD}).status_code == 429
+
+
 def test_a_wrong_password_says_so_without_saying_which_part(acme_admin):
     response = Client().post("/console/login/", {"username": acme_admin.email, "password": "wrong"})
     assert response.status_code == 200 and b"correct email and password" in response.content.replace(b"\n", b" ")

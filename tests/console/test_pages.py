@@ -66,8 +66,9 @@ def test_an_anonymous_visitor_is_sent_to_the_login_page(client, pattern, acme_id
 @pytest.mark.parametrize("pattern", PAGES, ids=ids)
 def test_a_viewer_sees_what_its_role_allows_and_cannot_change_anything(pattern, acme, acme_viewer, acme_ids):
     url = url_of(pattern, acme_ids)
-    allowed = role_needed(pattern.callback.view_class, "GET") == Role.VIEWER
-    assert acme_viewer.client.get(url).status_code in ((200, 302) if allowed else (403,)), url
+    if "get" in methods_of(pattern):
+        allowed = role_needed(pattern.callback.view_class, "GET") == Role.VIEWER
+        assert acme_viewer.client.get(url).status_code in ((200, 302) if allowed else (403,)), url
     if "post" in methods_of(pattern):
         events = AuditEvent.objects.for_org(acme.org).count()
         response = acme_viewer.client.post(url, {"role": "owner", "name": "x", "email": "x@x.example", "confirm": acme.org.slug,
@@ -85,7 +86,7 @@ def test_another_organizations_ids_are_404_for_every_role_and_method(pattern, ro
         assert getattr(member.client, method)(url).status_code == 404, (method, url)
 
 
-@pytest.mark.parametrize("pattern", PAGES, ids=ids)
+@pytest.mark.parametrize("pattern", [p for p in PAGES if "get" in methods_of(p)], ids=ids)
 def test_an_owner_opens_every_page(pattern, acme_owner, acme_ids):
     response = acme_owner.client.get(url_of(pattern, acme_ids))
     assert response.status_code in (200, 302)

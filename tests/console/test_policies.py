@@ -87,6 +87,13 @@ def test_zero_retention_says_what_it_will_purge_and_waits_for_confirmation(acme,
     assert all(row["completion"] is None for row in acme.client.get("/api/v1/interactions").json()["results"])
 
 
+def test_each_setting_says_what_it_does_and_its_range(acme_viewer):
+    page = acme_viewer.client.get("/console/policies/privacy/").content.decode()
+    assert "Recorded text older than this is purged. Allowed: from 1 to 3650." in page
+    weights = acme_viewer.client.get("/console/policies/reward-spec/").content.decode()
+    assert "Each from -10 to 10." in weights
+
+
 def test_a_viewer_reads_a_policy_in_disabled_fields_without_a_save_button(acme_viewer):
     page = acme_viewer.client.get("/console/policies/canary/").content.decode()
     assert "Save changes" not in page and "disabled" in page

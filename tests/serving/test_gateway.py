@@ -244,10 +244,10 @@ def limits_in_redis(settings, redis_url):
 
 def test_with_redis_the_gateway_counts_what_other_gateway_processes_admitted(gateway, acme, limits_in_redis):
     from serving.gateway.limits import SharedLimiter
-    from serving.gateway.views import _limits_read
+    from serving.traffic import traffic_limits_for
 
     TrafficLimits.objects.create(org=acme.org, max_concurrent=1)
-    api, limits = gateway_client(gateway, acme.key, max_retries=0), _limits_read(acme.org)
+    api, limits = gateway_client(gateway, acme.key, max_retries=0), traffic_limits_for(org=acme.org)
 
     async def another_process_holds_the_slot():
         other = SharedLimiter(limits_in_redis)

@@ -13,14 +13,7 @@ from training.models import Cycle, TrainingRun
 from training.rewards import RewardSpecValues
 
 
-REWARD_SPEC_HELP = {
-    "weights": "Reward per feedback event of each type; task_outcome's is multiplied by the outcome's value.",
-    "latency_penalty_per_s": "Subtracted per second of latency.",
-    "kl_coef": "How strongly each update is pulled towards the base model.",
-    "outcome_credit": "How a background task's outcome is spread over its steps.",
-    "outcome_discount": "For discounted credit: step i of n gets discount^(n-1-i), normalized.",
-}
-REWARD_SPEC = policy_serializer("RewardSpec", RewardSpecValues, change=False, help_texts=REWARD_SPEC_HELP, extra={
+REWARD_SPEC = policy_serializer("RewardSpec", RewardSpecValues, change=False, extra={
     "version": serializers.IntegerField(help_text="0 for the default, which has never been changed."),
     "created_at": serializers.DateTimeField(allow_null=True),
     "created_by": serializers.CharField(allow_blank=True),
@@ -30,23 +23,16 @@ REWARD_SPEC = policy_serializer("RewardSpec", RewardSpecValues, change=False, he
 class RewardSpecView(PolicyView):
     serializer_class = REWARD_SPEC
     change_serializer_class = policy_serializer("RewardSpecChange", RewardSpecValues, change=True,
-                                                help_texts={**REWARD_SPEC_HELP, "weights": "Only the event types named change."})
+                                                help_texts={"weights": "Only the event types named change."})
     read, change = staticmethod(rewards.reward_spec_get), staticmethod(rewards.reward_spec_update)
     put_description = "A new version of the spec with the named fields changed (weights per event type); audited."
 
 
-SCHEDULE_HELP = {
-    "enabled": "Off: runs start only when an admin asks (POST /api/v1/training-runs).",
-    "cadence_minutes": "The least time between the starts of two scheduled runs.",
-    "min_feedback_events": "The least feedback events since the last run's data that make a run worth it.",
-}
-
-
 class TrainingScheduleView(PolicyView):
-    serializer_class = policy_serializer("TrainingSchedule", schedules.Schedule, change=False, help_texts=SCHEDULE_HELP, extra={
+    serializer_class = policy_serializer("TrainingSchedule", schedules.Schedule, change=False, extra={
         "updated_at": serializers.DateTimeField(allow_null=True, help_text="Null while the defaults apply."),
     })
-    change_serializer_class = policy_serializer("TrainingScheduleChange", schedules.Schedule, change=True, help_texts=SCHEDULE_HELP)
+    change_serializer_class = policy_serializer("TrainingScheduleChange", schedules.Schedule, change=True)
     read, change = staticmethod(schedules.schedule_get), staticmethod(schedules.schedule_update)
     get_description = ("While enabled, a run starts when both hold: the cadence has passed since the last run started, and "
                        "enough feedback arrived since the last run's data. Only while the privacy policy's training_enabled is on.")

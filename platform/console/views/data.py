@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from console.access import SESSION_ORG, Page
+from console.access import SESSION_ORG, Confirmation, Confirmed, Page
 from console.paging import page_of
 from serving import selectors as serving_selectors
 from tenants import organizations, privacy, recording, selectors
@@ -52,6 +52,9 @@ class Interactions(Page):
         rows = selectors.interactions_list(org=org, filters=lookups, feedback_type=chosen["feedback"] or None)
         page = page_of(rows, by="created_at", cursor=request.GET.get("cursor"))
         _with_content(org, page.rows)
+        feedback = selectors.feedback_types_of(org=org, ids=[row.pk for row in page.rows])
+        for row in page.rows:
+            row.feedback = feedback.get(row.pk, [])
         kept = {key: value for key, value in request.GET.items() if key != "cursor" and value}
         return render(request, "console/interactions.html", {
             "filters": filters, "rows": page.rows, "next_cursor": page.next_cursor, "kept": kept, "paged": "cursor" in request.GET,
@@ -79,17 +82,14 @@ class InteractionDetail(Page):
         })
 
 
-class InteractionErase(Page):
+class InteractionErase(Confirmed):
     find = staticmethod(recording.interaction_get)
-    roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
 
-    def get(self, request, interaction_id):
-        return render(request, "console/confirm.html", {
-            "title": f"Erase interaction {interaction_id}?",
-            "consequences": ["Its content and every feedback event about it are deleted; this cannot be undone.",
-                             "The erasure is recorded in the audit log."],
-            "action": "Erase interaction", "back": reverse("console:interaction", kwargs={"interaction_id": interaction_id}),
-        })
+    def confirmation(self, request) -> Confirmation:
+        return Confirmation(f"Erase interaction {self.object.pk}?", [
+            "Its content and every feedback event about it are deleted; this cannot be undone.",
+            "The erasure is recorded in the audit log."], "Erase interaction",
+            reverse("console:interaction", kwargs={"interaction_id": self.object.pk}))
 
     def post(self, request, interaction_id):
         recording.interaction_erase(interaction=self.object, actor=request.principal.actor)

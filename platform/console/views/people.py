@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 
-from console.access import Page
+from console.access import Confirmation, Confirmed, Page
 from tenants import invitations, organizations, selectors
 from tenants.errors import Conflict, InvalidInput
 from tenants.models import Role
@@ -71,10 +71,7 @@ def _invitation_page(request, membership, token: str):
 
 class MemberRole(Page):
     find = staticmethod(organizations.membership_get)
-    roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
-
-    def get(self, request, member_id):
-        return redirect("console:members")
+    roles = {"POST": Role.ADMIN}
 
     def post(self, request, member_id):
         form = RoleForm(request.POST)
@@ -91,10 +88,7 @@ class MemberInvitation(Page):
     """A new link for a member: their first, or a password reset (any unused one stops working)."""
 
     find = staticmethod(organizations.membership_get)
-    roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
-
-    def get(self, request, member_id):
-        return redirect("console:members")
+    roles = {"POST": Role.ADMIN}
 
     def post(self, request, member_id):
         organizations.require_can_grant(request.principal, self.object.role)
@@ -102,17 +96,13 @@ class MemberInvitation(Page):
         return _invitation_page(request, self.object, token)
 
 
-class MemberRemove(Page):
+class MemberRemove(Confirmed):
     find = staticmethod(organizations.membership_get)
-    roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
 
-    def get(self, request, member_id):
-        return render(request, "console/confirm.html", {
-            "title": f"Remove {self.object.user.email}?",
-            "consequences": [f"They lose access to {request.principal.org.name} at once.",
-                             "API keys they created, and keys made with those, are revoked."],
-            "action": "Remove member", "back": reverse("console:members"),
-        })
+    def confirmation(self, request) -> Confirmation:
+        return Confirmation(f"Remove {self.object.user.email}?", [
+            f"They lose access to {request.principal.org.name} at once.",
+            "API keys they created, and keys made with those, are revoked."], "Remove member", reverse("console:members"))
 
     def post(self, request, member_id):
         try:
@@ -144,17 +134,13 @@ class ApiKeys(Page):
         return _shown_once(request, "console/api_key_created.html", {"api_key": api_key, "raw_key": raw_key})
 
 
-class ApiKeyRevoke(Page):
+class ApiKeyRevoke(Confirmed):
     find = staticmethod(organizations.api_key_get)
-    roles = {"GET": Role.ADMIN, "POST": Role.ADMIN}
 
-    def get(self, request, key_id):
-        return render(request, "console/confirm.html", {
-            "title": f"Revoke the key {self.object.name} ({self.object.prefix}…)?",
-            "consequences": ["Requests with it are refused at once; this cannot be undone.",
-                             "Keys created with it are revoked too."],
-            "action": "Revoke key", "back": reverse("console:api-keys"),
-        })
+    def confirmation(self, request) -> Confirmation:
+        return Confirmation(f"Revoke the key {self.object.name} ({self.object.prefix}…)?", [
+            "Requests with it are refused at once; this cannot be undone.",
+            "Keys created with it are revoked too."], "Revoke key", reverse("console:api-keys"))
 
     def post(self, request, key_id):
         try:

@@ -18,6 +18,12 @@ from tenants.invitations import invitation_accept, invitation_pending
 from tenants.organizations import membership_principal
 
 
+def login_username(request, credentials) -> str:
+    """The account a login try counts against (django-axes' AXES_USERNAME_CALLABLE): the email as
+    the form reads it, so that "Dana@X" and "dana@x " are one account's tries, not two."""
+    return str((credentials or {}).get("username") or request.POST.get("username", "")).strip().lower()
+
+
 class EmailLoginForm(AuthenticationForm):
     """People log in with their email, which is their username (tenants.organizations.user_for_email)."""
 

@@ -126,6 +126,7 @@ LOGIN_REDIRECT_URL = "console:home"
 AXES_FAILURE_LIMIT = env_int("PLATFORM_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_int("PLATFORM_LOGIN_COOLOFF_MINUTES", 15, minimum=1) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_USERNAME_CALLABLE = "console.views.session.login_username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "console/locked_out.html"
 AXES_VERBOSE = False
