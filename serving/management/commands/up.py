@@ -62,6 +62,8 @@ class Command(BaseCommand):
             url = f"http://{host}:{port}"
             _wait_until_serving(url, children, stop)
             self.stdout.write(f"logs: {logs}")
+            base_url = "" if url == settings.PUBLIC_URL else f" --base-url {url}"
+            self.stdout.write(f"console: {url}/console/ (a way in: manage.py invite --org SLUG --email EMAIL{base_url})")
             self.stdout.write(f"ready: {url}", ending="\n")
             self.stdout.flush()
             while not stop.wait(0.5):
