@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
@@ -139,8 +140,12 @@ def test_logout_ends_the_session(acme_admin):
     assert acme_admin.client.get("/console/").status_code == 302
 
 
-def test_sessions_expire(settings):
+def test_sessions_expire(acme_admin, settings):
     assert settings.SESSION_COOKIE_AGE == 12 * 3600 and settings.SESSION_COOKIE_HTTPONLY
+    Session.objects.filter(session_key=acme_admin.client.session.session_key).update(
+        expire_date=timezone.now() - timedelta(seconds=1))
+    response = acme_admin.client.get("/console/")
+    assert response.status_code == 302 and response["Location"].startswith("/console/login/")
 
 
 def test_a_person_in_two_organizations_switches_and_acts_with_each_role(acme, globex):

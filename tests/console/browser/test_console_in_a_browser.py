@@ -196,3 +196,18 @@ def test_pages_fit_a_narrow_window(page: Page, live_server, screenshot):
         # Wide tables scroll inside their frame; the page itself never scrolls sideways.
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), path
         expect(page.get_by_role("navigation", name="Console")).to_be_visible()
+
+
+def test_a_role_change_updates_the_members_list_in_place(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    viewer = person(acme, Role.VIEWER)
+    log_in(page, live_server.url, person(acme, Role.OWNER, email="boss@acme.example").email)
+    go(page, "Members")
+    page.evaluate("window.notReloaded = true")
+    row = page.get_by_role("row", name=viewer.email)
+    row.get_by_label(f"Role of {viewer.email}").select_option("admin")
+    row.get_by_role("button", name="Change role").click()
+    expect(page.get_by_text(f"{viewer.email} is now admin.")).to_be_visible()
+    expect(page.get_by_role("row", name=viewer.email).locator(".badge")).to_have_text("admin")
+    assert page.evaluate("window.notReloaded") is True
+    screenshot("members-role-changed")
