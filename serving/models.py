@@ -88,6 +88,8 @@ class Alert(models.Model):
     message = models.TextField()
     figures = models.JSONField()  # the checks that fired, as in the gate report
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    acknowledged_at = models.DateTimeField(null=True)  # open while null
+    acknowledged_by = models.CharField(max_length=200, blank=True)  # the actor, as in the audit log
 
     objects = TenantManager()
 

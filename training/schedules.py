@@ -56,6 +56,27 @@ def schedule_update(*, org: Organization, changes, actor: str) -> TrainingSchedu
     return schedule
 
 
+@dataclass(frozen=True)
+class NextRun:
+    """When the schedule will next start a run on its own (None: not while it is disabled)."""
+
+    not_before: datetime | None  # the cadence's earliest start
+    feedback_needed: int  # events still to arrive before a run is worth it
+
+
+def schedule_next(*, org: Organization, now: datetime) -> NextRun:
+    schedule = schedule_get(org=org)
+    if not schedule.enabled:
+        return NextRun(not_before=None, feedback_needed=0)
+    last = TrainingRun.objects.for_org(org).order_by("-created_at").first()
+    not_before = max(now, last.created_at + timedelta(minutes=schedule.cadence_minutes)) if last else now
+    new_feedback = FeedbackEvent.objects.for_org(org)
+    if since := last_window_end(org):
+        new_feedback = new_feedback.filter(received_at__gt=since)
+    arrived = new_feedback[: schedule.min_feedback_events].count()
+    return NextRun(not_before=not_before, feedback_needed=schedule.min_feedback_events - arrived)
+
+
 def run_due(*, org: Organization, now: datetime) -> bool:
     """Whether the schedule asks for a run now (see the module's docstring)."""
     schedule = schedule_get(org=org)

@@ -17,6 +17,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views import View
 
+from serving.selectors import open_alerts_count
 from tenants.errors import Forbidden, NotFound
 from tenants.models import Role
 from tenants.organizations import Principal, membership_principal, memberships_of
@@ -98,4 +99,4 @@ def navigation(request) -> dict:
     if principal is None:
         return {}
     return {"principal": principal, "memberships": memberships_of(user=request.user), "is_admin": principal.can(Role.ADMIN),
-            "is_owner": principal.can(Role.OWNER)}
+            "is_owner": principal.can(Role.OWNER), "open_alerts": open_alerts_count(org=principal.org)}

@@ -4,7 +4,7 @@ is checked for login, roles, foreign ids and CSRF without a test of its own."""
 
 from django.urls import path
 
-from console.views import data, people, policies, session
+from console.views import data, loop, people, policies, session
 
 app_name = "console"
 
@@ -23,6 +23,13 @@ urlpatterns = [
     path("policies/", policies.Index.as_view(), name="policies"),
     path("policies/reward-spec/versions/", policies.RewardSpecVersions.as_view(), name="reward-spec-versions"),
     path("policies/<slug:policy>/", policies.PolicyPage.as_view(), name="policy"),
+    path("cycles/", loop.Cycles.as_view(), name="cycles"),
+    path("cycles/<uuid:cycle_id>/", loop.CycleDetail.as_view(), name="cycle"),
+    path("adapters/", loop.Adapters.as_view(), name="adapters"),
+    path("adapters/<str:name>/promote/", loop.AdapterPromote.as_view(), name="adapter-promote"),
+    path("adapters/<str:name>/rollback/", loop.AdapterRollback.as_view(), name="adapter-rollback"),
+    path("alerts/", loop.Alerts.as_view(), name="alerts"),
+    path("alerts/<uuid:alert_id>/acknowledge/", loop.AlertAcknowledge.as_view(), name="alert-acknowledge"),
     path("interactions/", data.Interactions.as_view(), name="interactions"),
     path("interactions/<uuid:interaction_id>/", data.InteractionDetail.as_view(), name="interaction"),
     path("interactions/<uuid:interaction_id>/erase/", data.InteractionErase.as_view(), name="interaction-erase"),

@@ -7,6 +7,7 @@ urlpatterns = [
     path("adapters/<str:name>/promote", views.AdapterPromoteView.as_view()),
     path("adapters/<str:name>/rollback", views.AdapterRollbackView.as_view()),
     path("alerts", views.AlertListView.as_view()),
+    path("alerts/<uuid:alert_id>/acknowledge", views.AlertAcknowledgeView.as_view()),
     path("canary-policy", views.CanaryPolicyView.as_view()),
     path("gate-thresholds", views.GateThresholdsView.as_view()),
     path("traffic-limits", views.TrafficLimitsView.as_view()),

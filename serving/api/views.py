@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from serving import canary, deployments, gates, registry, selectors, traffic
+from serving import alerts, canary, deployments, gates, registry, selectors, traffic
 from serving.models import AdapterVersion, Alert
 from serving.policies import CanaryPolicy, Limits, Thresholds
 from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by
@@ -80,6 +80,8 @@ class AlertSerializer(serializers.Serializer):
     message = serializers.CharField()
     figures = serializers.JSONField(help_text="The checks that fired: figures of candidate and incumbent, interval, threshold.")
     created_at = serializers.DateTimeField()
+    acknowledged_at = serializers.DateTimeField(allow_null=True, help_text="Null while the alert is open.")
+    acknowledged_by = serializers.CharField(allow_blank=True)
 
 
 @extend_schema_view(get=extend_schema(description="Reward-hacking detectors that fired; each blocked its candidate."))
@@ -87,6 +89,17 @@ class AlertListView(ListView):
     pagination_class = pages_ordered_by("-created_at")
     serializer_class = AlertSerializer
     selector = staticmethod(selectors.alerts_list)
+
+
+class AlertAcknowledgeView(APIView):
+    find = staticmethod(alerts.alert_get)
+    roles = {"POST": Role.ADMIN}
+
+    @extend_schema(request=None, responses={200: AlertSerializer, **ERRORS},
+                   description="Mark the alert seen: it stops counting as open. Acknowledging it again changes nothing. Audited.")
+    def post(self, request, alert_id):
+        alert = alerts.alert_get(org=request.auth.org, alert_id=alert_id)
+        return Response(AlertSerializer(alerts.alert_acknowledge(alert=alert, actor=request.auth.actor)).data)
 
 
 class GateThresholdsView(PolicyView):

@@ -3,18 +3,24 @@ new page is covered without a test of its own: an anonymous visitor is sent to t
 a viewer gets what its roles allow and a forged change is refused, another organization's ids
 are 404 whatever the role, and a POST without the CSRF token is refused."""
 
+import tempfile
+from pathlib import Path
+
 import pytest
 from django.urls import URLPattern, reverse
 
 from console import urls as console_urls
 from console.access import Page, role_needed
 from tenants.models import ApiKey, AuditEvent, Membership, Role
+from serving.models import Alert
 from tenants.recording import task_create
 from tests.console.conftest import logged_in, person
+from tests.factories import registered_adapter
+from training.models import Cycle, TrainingRun
 
 PAGES = [p for p in console_urls.urlpatterns if isinstance(p, URLPattern) and issubclass(p.callback.view_class, Page)]
 WAY_IN = [p for p in console_urls.urlpatterns if p not in PAGES]
-OBJECT_IDS = {"member_id", "key_id", "interaction_id", "task_id"}
+OBJECT_IDS = {"member_id", "key_id", "interaction_id", "task_id", "cycle_id", "name", "alert_id"}
 
 
 def methods_of(pattern: URLPattern) -> list[str]:
@@ -23,7 +29,12 @@ def methods_of(pattern: URLPattern) -> list[str]:
 
 def ids_of(tenant, interaction) -> dict:
     """An object of the tenant's for each kind of id a console URL takes."""
+    adapter = registered_adapter(tenant.org, Path(tempfile.mkdtemp(prefix="console-pages-")))
     return {
+        "cycle_id": Cycle.objects.create(org=tenant.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner").pk,
+        "name": adapter.name,
+        "alert_id": Alert.objects.create(org=tenant.org, kind=Alert.Kind.REWARD_HACKING, adapter=adapter,
+                                         message="blocked", figures=[]).pk,
         "member_id": Membership.objects.for_org(tenant.org).first().public_id,
         "key_id": ApiKey.objects.for_org(tenant.org).first().pk,
         "interaction_id": interaction.pk,
@@ -42,17 +53,17 @@ def ids(pattern: URLPattern) -> str:
 
 
 @pytest.fixture
-def acme_ids(acme, acme_interaction) -> dict:
+def acme_ids(acme, acme_interaction, adapters_root) -> dict:
     return ids_of(acme, acme_interaction)
 
 
 @pytest.fixture
-def globex_ids(globex, globex_interaction) -> dict:
+def globex_ids(globex, globex_interaction, adapters_root) -> dict:
     return ids_of(globex, globex_interaction)
 
 
 def test_the_enumeration_finds_every_page():
-    assert len(PAGES) >= 17 and {p.name for p in WAY_IN} == {"login", "logout", "invitation", "switch"}
+    assert len(PAGES) >= 24 and {p.name for p in WAY_IN} == {"login", "logout", "invitation", "switch"}
 
 
 @pytest.mark.parametrize("pattern", PAGES, ids=ids)

@@ -134,6 +134,13 @@ def _cycle(acme) -> str:
     return str(Cycle.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner").pk)
 
 
+def _alert(acme) -> str:
+    adapter = AdapterVersion.objects.for_org(acme.org).order_by("version").first() or registered_adapter(
+        acme.org, Path(tempfile.mkdtemp(prefix="isolation-")))
+    return str(Alert.objects.create(org=acme.org, kind=Alert.Kind.REWARD_HACKING, adapter=adapter,
+                                    message=f"{adapter.name} was blocked", figures=[]).pk)
+
+
 # Each URL kwarg of the tenant API, and how to make one of acme's objects for it.
 OBJECT_FACTORIES = {
     "interaction_id": _interaction,
@@ -143,6 +150,7 @@ OBJECT_FACTORIES = {
     "name": _adapter_name,
     "run_id": _training_run,
     "cycle_id": _cycle,
+    "alert_id": _alert,
 }
 
 # A body that would be valid if the object were globex's own, so that a 400 cannot stand in for
@@ -153,6 +161,7 @@ WRITE_BODIES = {
     ("api/v1/adapters/<str:name>/promote", "POST"): {},
     ("api/v1/adapters/<str:name>/rollback", "POST"): {},
     ("api/v1/members/<uuid:member_id>/invitation", "POST"): {},
+    ("api/v1/alerts/<uuid:alert_id>/acknowledge", "POST"): {},
 }
 
 

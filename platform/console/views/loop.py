@@ -1,0 +1,122 @@
+"""The loop: cycles (with their gate report and canary, live while they run), adapter versions
+with their lineage (promote and roll back), and alerts (acknowledged by an admin)."""
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+
+from console.access import Confirmation, Confirmed, Page
+from console.paging import page_of
+from serving import alerts, deployments, registry
+from serving import selectors as serving_selectors
+from serving.models import AdapterVersion
+from tenants.errors import Conflict, Unavailable
+from tenants.models import Role
+from training import cycles, schedules
+from training import selectors as training_selectors
+from training.models import Cycle, TrainingRun
+
+
+class Cycles(Page):
+    roles = {"POST": Role.ADMIN}
+
+    def get(self, request):
+        org = request.principal.org
+        page = page_of(training_selectors.cycles_list(org=org), by="created_at", cursor=request.GET.get("cursor"))
+        return render(request, "console/cycles.html", {
+            "rows": page.rows, "next_cursor": page.next_cursor, "paged": "cursor" in request.GET,
+            "next_run": schedules.schedule_next(org=org, now=timezone.now()),
+        })
+
+    def post(self, request):
+        try:
+            cycle = cycles.cycle_request(org=request.principal.org, trigger=TrainingRun.Trigger.REQUEST, actor=request.principal.actor)
+        except Conflict as error:
+            messages.error(request, error.message)
+            return redirect("console:cycles")
+        messages.success(request, "A cycle was queued: training starts when a worker takes it.")
+        return redirect("console:cycle", cycle_id=cycle.pk)
+
+
+class CycleDetail(Page):
+    find = staticmethod(cycles.cycle_get)
+
+    def get(self, request, cycle_id):
+        cycle = self.object
+        report = cycle.gate_report or {}
+        return render(request, "console/cycle.html", {
+            "cycle": cycle, "run": cycle.training_run, "live": cycle.status in Cycle.ACTIVE,
+            "checks": report.get("checks", []), "blocked_by": report.get("blocked_by", []),
+            "canary": cycle.canary_report,
+        })
+
+
+class Adapters(Page):
+    def get(self, request):
+        org = request.principal.org
+        return render(request, "console/adapters.html", {
+            "adapters": serving_selectors.adapters_list(org=org), "route": serving_selectors.route_get(org=org)})
+
+
+class AdapterPromote(Confirmed):
+    find = staticmethod(registry.adapter_get)
+
+    def confirmation(self, request) -> Confirmation:
+        adapter = self.object
+        return Confirmation(f"Serve {adapter.name} to everyone?", [
+            f"Every end user of {request.principal.org.name} is served by {adapter.name} from now on; it is loaded on "
+            "every replica first, then routed in one switch.",
+            _serving_now(request.principal.org) + " It can be rolled back."],
+            "Promote", reverse("console:adapters"))
+
+    def post(self, request, name):
+        return _deploy(request, lambda: deployments.adapter_deploy(adapter=self.object, actor=request.principal.actor),
+                       f"{self.object.name} serves everyone now.")
+
+
+class AdapterRollback(Confirmed):
+    find = staticmethod(registry.adapter_get)
+
+    def confirmation(self, request) -> Confirmation:
+        adapter = self.object
+        if adapter.status == AdapterVersion.Status.CANARY:
+            after = [f"The canary of {adapter.name} ends and it is blocked; its users go back to the version serving everyone."]
+        else:
+            back_to = adapter.replaced.name if adapter.replaced else "the base model"
+            after = [f"{adapter.name} stops serving; {back_to}, which it replaced, serves everyone again."]
+        return Confirmation(f"Roll back {adapter.name}?", after, "Roll back", reverse("console:adapters"))
+
+    def post(self, request, name):
+        return _deploy(request, lambda: deployments.adapter_withdraw(adapter=self.object, actor=request.principal.actor),
+                       f"{self.object.name} was rolled back.")
+
+
+def _serving_now(org) -> str:
+    route = serving_selectors.route_get(org=org)
+    return f"Until now: {route.serving.name if route and route.serving else 'the base model'}."
+
+
+def _deploy(request, change, done: str):
+    try:
+        change()
+        messages.success(request, done)
+    except (Conflict, Unavailable) as error:
+        messages.error(request, error.message)
+    return redirect("console:adapters")
+
+
+class Alerts(Page):
+    def get(self, request):
+        rows = serving_selectors.alerts_list(org=request.principal.org).order_by("acknowledged_at", "-created_at")
+        return render(request, "console/alerts.html", {"alerts": rows[:200]})
+
+
+class AlertAcknowledge(Page):
+    find = staticmethod(alerts.alert_get)
+    roles = {"POST": Role.ADMIN}
+
+    def post(self, request, alert_id):
+        alerts.alert_acknowledge(alert=self.object, actor=request.principal.actor)
+        messages.success(request, f"The alert on {self.object.adapter.name} is acknowledged.")
+        return redirect("console:alerts")

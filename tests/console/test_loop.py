@@ -1,0 +1,104 @@
+"""The loop's pages: cycles (start one, the gate report, live until the cycle ends), adapters
+(promote and roll back through the page change what the gateway serves), alerts (acknowledged,
+audited, counted in the navigation until then)."""
+
+import pytest
+
+from serving import registry
+from serving.models import AdapterVersion, Alert
+from tenants.models import AuditEvent, Role
+from tests.console.conftest import person
+from tests.factories import registered_adapter
+from tests.serving.gateway_calls import ask, gateway_client
+from training.models import Cycle, TrainingRun
+
+CHECK = {"gate": "hacking", "name": "invalid_tool_call_rate", "candidate": 0.2, "reference": 0.01, "interval": [0.12, 0.26],
+         "threshold": 0.02, "passed": False, "samples": 400, "note": "", "against": "base", "sequential": None}
+
+
+def cycle_of(org, **fields) -> Cycle:
+    return Cycle.objects.create(org=org, trigger=TrainingRun.Trigger.REQUEST, requested_by="user:owner@acme.example", **fields)
+
+
+def test_an_admin_starts_a_cycle_and_lands_on_its_page(acme, acme_admin):
+    response = acme_admin.client.post("/console/cycles/", follow=True)
+    cycle = Cycle.objects.for_org(acme.org).get()
+    assert response.redirect_chain[-1][0] == f"/console/cycles/{cycle.pk}/"
+    assert b"A cycle was queued" in response.content and b"updating live" in response.content
+
+
+def test_a_cycle_is_refused_while_training_is_off(globex):
+    owner = person(globex, Role.OWNER, email="owner@globex.example")  # training is off by default
+    response = owner.client.post("/console/cycles/", follow=True)
+    assert b"Training is off" in response.content and not Cycle.objects.for_org(globex.org).exists()
+
+
+def test_a_running_cycle_polls_and_a_finished_one_does_not(acme, acme_viewer):
+    running = cycle_of(acme.org, status=Cycle.Status.GATING)
+    page = acme_viewer.client.get(f"/console/cycles/{running.pk}/").content.decode()
+    assert 'hx-trigger="every 2s"' in page and "Gates" in page
+    Cycle.objects.for_org(acme.org).filter(pk=running.pk).update(status=Cycle.Status.BLOCKED)
+    page = acme_viewer.client.get(f"/console/cycles/{running.pk}/").content.decode()
+    assert "hx-trigger" not in page and "Blocked" in page
+
+
+def test_the_gate_report_is_a_table_with_each_checks_figures(acme, acme_viewer):
+    cycle = cycle_of(acme.org, status=Cycle.Status.BLOCKED, gate_report={
+        "passed": False, "checks": [CHECK], "blocked_by": ["hacking/invalid_tool_call_rate"], "seconds": 3.0,
+        "candidate": "acme@v1", "incumbent": "base", "sampling": {}})
+    page = acme_viewer.client.get(f"/console/cycles/{cycle.pk}/").content.decode()
+    assert "Blocked by: hacking/invalid_tool_call_rate." in page
+    row = page.split("invalid_tool_call_rate</td>")[1].split("</tr>")[0]
+    for figure in ("0.200", "0.010", "base", "[0.120, 0.260]", "0.020", "400", "fail"):
+        assert figure in row, figure
+
+
+def test_the_schedule_says_when_the_next_cycle_is_due(acme, acme_viewer):
+    page = acme_viewer.client.get("/console/cycles/").content.decode()
+    assert "Next scheduled cycle" in page and "100 more feedback events" in page
+
+
+def test_adapters_show_lineage_and_only_the_controls_their_status_allows(acme, acme_admin, acme_viewer, adapters_root):
+    parent = registered_adapter(acme.org, adapters_root.parent)
+    child = registered_adapter(acme.org, adapters_root.parent)
+    AdapterVersion.objects.for_org(acme.org).filter(pk=child.pk).update(parent=parent, status=AdapterVersion.Status.BLOCKED,
+                                                                        gate_report={"passed": False, "blocked_by": ["x/y"]})
+    page = acme_admin.client.get("/console/adapters/").content.decode()
+    row = page.split(f"<strong>{child.name}</strong>")[1].split("</tr>")[0]
+    assert parent.name in row and "blocked by x/y" in row and "Promote" not in row
+    assert f"/console/adapters/{parent.name}/promote/" in page
+    assert acme_admin.client.post(f"/console/adapters/{child.name}/promote/", follow=True).status_code == 200
+    assert AdapterVersion.objects.for_org(acme.org).get(pk=child.pk).status == AdapterVersion.Status.BLOCKED
+    assert "/promote/" not in acme_viewer.client.get("/console/adapters/").content.decode()
+
+
+@pytest.mark.vllm
+def test_promote_and_roll_back_through_the_page_change_what_the_gateway_serves(gateway, acme, acme_admin, vllm):
+    adapter = registry.adapter_register(org=acme.org, source_dir=vllm.trained_adapter(1))
+    api = gateway_client(gateway, acme.key)
+    confirm = acme_admin.client.get(f"/console/adapters/{adapter.name}/promote/").content.decode()
+    assert f"Serve {adapter.name} to everyone?" in confirm and "Until now: the base model." in confirm
+    done = acme_admin.client.post(f"/console/adapters/{adapter.name}/promote/", follow=True)
+    assert f"{adapter.name} serves everyone now." in done.content.decode()
+    assert ask(api, max_tokens=2).model == adapter.name
+    back = acme_admin.client.get(f"/console/adapters/{adapter.name}/rollback/").content.decode()
+    assert "the base model, which it replaced, serves everyone again" in back
+    acme_admin.client.post(f"/console/adapters/{adapter.name}/rollback/")
+    assert ask(api, max_tokens=2).model != adapter.name
+
+
+def test_an_alert_shows_the_detector_figures_and_an_admin_acknowledges_it(acme, acme_admin, acme_viewer, adapters_root):
+    adapter = registered_adapter(acme.org, adapters_root.parent)
+    alert = Alert.objects.create(org=acme.org, kind=Alert.Kind.REWARD_HACKING, adapter=adapter,
+                                 message=f"{adapter.name} was blocked", figures=[CHECK])
+    page = acme_viewer.client.get("/console/alerts/").content.decode()
+    assert "invalid_tool_call_rate" in page and "[0.120, 0.260]" in page and "Acknowledge" not in page
+    assert 'title="open alerts">1<' in acme_viewer.client.get("/console/").content.decode()
+    acme_admin.client.post(f"/console/alerts/{alert.pk}/acknowledge/")
+    alert.refresh_from_db()
+    assert alert.acknowledged_by == f"user:{acme_admin.email}"
+    assert AuditEvent.objects.for_org(acme.org).filter(action="alert.acknowledge").count() == 1
+    assert 'title="open alerts"' not in acme_viewer.client.get("/console/").content.decode()
+    again = acme.client.post(f"/api/v1/alerts/{alert.pk}/acknowledge")
+    assert again.status_code == 200 and again.json()["acknowledged_by"] == f"user:{acme_admin.email}"
+    assert AuditEvent.objects.for_org(acme.org).filter(action="alert.acknowledge").count() == 1
