@@ -14,6 +14,7 @@ urlpatterns = [
     path("invitations/<str:token>/", session.InvitationAccept.as_view(), name="invitation"),
     path("switch/", session.SwitchOrganization.as_view(), name="switch"),
     path("", data.Overview.as_view(), name="home"),
+    path("charts/quality.json", data.QualityChart.as_view(), name="chart-quality"),
     path("members/", people.Members.as_view(), name="members"),
     path("members/<uuid:member_id>/role/", people.MemberRole.as_view(), name="member-role"),
     path("members/<uuid:member_id>/invitation/", people.MemberInvitation.as_view(), name="member-invitation"),

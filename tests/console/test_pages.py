@@ -101,7 +101,9 @@ def test_another_organizations_ids_are_404_for_every_role_and_method(pattern, ro
 def test_an_owner_opens_every_page(pattern, acme_owner, acme_ids):
     response = acme_owner.client.get(url_of(pattern, acme_ids))
     assert response.status_code in (200, 302)
-    if response.status_code == 200:
+    if response.status_code == 200 and response["Content-Type"] == "application/json":
+        assert response.json()
+    elif response.status_code == 200:
         assert b"<h1>" in response.content
 
 

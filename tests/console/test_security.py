@@ -41,8 +41,8 @@ def test_vendored_files_match_their_checksums():
     assert listed, "nothing listed"
     for name, digest in listed.items():
         assert hashlib.sha256((VENDOR / name).read_bytes()).hexdigest() == digest, name
-    shipped = {p.name for p in VENDOR.iterdir() if p.suffix == ".js"}
-    assert shipped == set(listed), "every vendored script is listed, and only those"
+    shipped = {p.name for p in VENDOR.iterdir() if p.suffix in (".js", ".css")}
+    assert shipped == set(listed), "every vendored script and stylesheet is listed, and only those"
 
 
 def test_the_static_files_are_served_by_the_web_server(client):

@@ -2,33 +2,62 @@
 for the page), background tasks, the audit log, and the organization itself (deletion). The
 export is the API's own endpoint, which takes the console's session."""
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib import messages
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 
 from console.access import SESSION_ORG, Confirmation, Confirmed, Page
+from console.charts import quality_series
 from console.paging import page_of
 from serving import selectors as serving_selectors
 from tenants import organizations, privacy, recording, selectors
 from tenants.errors import InvalidInput
 from tenants.models import FeedbackEvent, Role
 from tenants.storage import storage_usage
+from training import selectors as training_selectors
+from training.models import Cycle
 
 BASE_MODEL = "base"  # the served-version filter's value for the base model
+
+
+PLOTTED_DAYS = 14
 
 
 class Overview(Page):
     def get(self, request):
         org = request.principal.org
         used, quota = storage_usage(org=org)
+        route = serving_selectors.route_get(org=org)
         return render(request, "console/overview.html", {
+            "route": route,
+            "canary_cycle": training_selectors.cycles_list(org=org).filter(status=Cycle.Status.CANARY).first(),
+            "cycles": training_selectors.cycles_list(org=org).order_by("-created_at")[:5],
+            "alerts": serving_selectors.alerts_list(org=org).filter(acknowledged_at__isnull=True).order_by("-created_at")[:3],
+            "hours": _hours(org),
             "policy": privacy.policy_get(org=org),
             "members": selectors.members_list(org=org).count(),
             "keys": selectors.api_keys_list(org=org).filter(revoked_at__isnull=True).count(),
-            "interactions": selectors.interactions_list(org=org).count(),
             "used": used, "quota": quota, "used_share": used / quota if quota else 1.0,
         })
+
+
+def _hours(org):
+    return selectors.interaction_hours(org=org, since=timezone.now() - timedelta(days=PLOTTED_DAYS))
+
+
+class QualityChart(Page):
+    """The overview's plots' data (console/charts.py), for its script to draw."""
+
+    def get(self, request):
+        org = request.principal.org
+        takeovers = [(adapter.name, adapter.deployed_at) for adapter in serving_selectors.adapters_list(org=org)
+                     if adapter.deployed_at is not None and adapter.deployed_at >= timezone.now() - timedelta(days=PLOTTED_DAYS)]
+        return JsonResponse(quality_series(_hours(org), takeovers))
 
 
 class InteractionFilters(forms.Form):

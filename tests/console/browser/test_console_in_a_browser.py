@@ -211,3 +211,18 @@ def test_a_role_change_updates_the_members_list_in_place(page: Page, live_server
     expect(page.get_by_role("row", name=viewer.email).locator(".badge")).to_have_text("admin")
     assert page.evaluate("window.notReloaded") is True
     screenshot("members-role-changed")
+
+
+def test_the_overview_plots_each_served_versions_hours(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    for n in range(8):
+        served(acme.org, adapter=None if n < 4 else "acme@v1", feedback=("edit_persisted",) if n % 2 else ("dissatisfied_followup",),
+               latency_ms=100.0 + 10 * n)
+    log_in(page, live_server.url, person(acme, Role.VIEWER).email)
+    expect(page.locator(".charts[data-drawn=true]")).to_have_count(1)
+    drawn = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll("figure[data-figure]")]
+        .map((figure) => [figure.dataset.figure, figure.uplot.data.slice(1)]))""")
+    assert drawn["edit_persisted"] == [[50.0], [50.0]] and drawn["latency_ms"] == [[115.0], [155.0]]
+    expect(page.locator("figure[data-figure=edit_persisted] canvas")).to_have_count(1)
+    expect(page.locator("figure[data-figure=edit_persisted] .u-legend")).to_contain_text("acme@v1")
+    screenshot("overview-plots")

@@ -1,0 +1,58 @@
+// The overview's plots: one uPlot chart per figure, a line per served version, a dashed mark
+// where a version took over. Data from the page's own endpoint (console/charts.py); the page
+// also shows the same numbers as a table.
+const COLOURS = ["#5f6b7a", "#2459c8", "#147a4b", "#a15c00", "#8e3fb5", "#b42318", "#0f7c8c"];
+
+function takeoverMarks(takeovers) {
+  return {
+    hooks: {
+      draw: [(u) => {
+        const ctx = u.ctx;
+        ctx.save();
+        ctx.setLineDash([5, 4]);
+        ctx.strokeStyle = "#1d2330";
+        ctx.fillStyle = "#1d2330";
+        ctx.font = `${11 * devicePixelRatio}px system-ui, sans-serif`;
+        for (const mark of takeovers) {
+          const x = Math.round(u.valToPos(mark.at, "x", true));
+          if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
+          ctx.beginPath();
+          ctx.moveTo(x, u.bbox.top);
+          ctx.lineTo(x, u.bbox.top + u.bbox.height);
+          ctx.stroke();
+          ctx.fillText(mark.version, x + 4, u.bbox.top + 12 * devicePixelRatio);
+        }
+        ctx.restore();
+      }],
+    },
+  };
+}
+
+function draw(figure, data) {
+  const key = figure.dataset.figure;
+  const unit = data.figures[key].unit;
+  const series = [{}].concat(data.versions.map((version, i) => ({
+    label: version, stroke: COLOURS[i % COLOURS.length], width: 2, spanGaps: false,
+    points: {show: true, size: 5}, value: (u, v) => (v == null ? "—" : `${v} ${unit.startsWith("%") ? "%" : "ms"}`),
+  })));
+  const values = [data.hours].concat(data.versions.map((version) => data.series[version][key]));
+  const width = Math.max(280, figure.clientWidth - 8);
+  const chart = new uPlot({
+    width, height: 220, series, plugins: [takeoverMarks(data.takeovers)],
+    axes: [{}, {label: unit, size: 60}],
+    scales: {
+      // An hour either side of the data: a few hours of traffic would otherwise span years.
+      x: {time: true, auto: false, range: () => [data.hours[0] - 3600, data.hours[data.hours.length - 1] + 3600]},
+      y: {range: (u, min, max) => [Math.min(0, min ?? 0), Math.max(max ?? 1, unit.startsWith("%") ? 10 : 1)]},
+    },
+  }, values, figure);
+  figure.uplot = chart;  // for tests: the data it drew
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  for (const charts of document.querySelectorAll(".charts[data-src]")) {
+    const data = await (await fetch(charts.dataset.src, {credentials: "same-origin"})).json();
+    for (const figure of charts.querySelectorAll("figure[data-figure]")) draw(figure, data);
+    charts.dataset.drawn = "true";
+  }
+});

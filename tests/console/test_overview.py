@@ -1,0 +1,69 @@
+"""The overview: what serves, the canary, the last cycles, open alerts, and the plots' data,
+aggregated per hour and served version in the database, checked against a hand-computed case."""
+
+from datetime import datetime, timedelta, timezone
+
+from django.utils import timezone as django_timezone
+
+from serving.models import AdapterVersion, Route
+from tenants.models import Interaction
+from tests.factories import registered_adapter, served
+from training.models import Cycle, TrainingRun
+
+
+def at(interaction, moment: datetime) -> None:
+    Interaction.objects.for_org(interaction.org).filter(pk=interaction.pk).update(created_at=moment)
+
+
+def test_the_plots_data_is_each_hours_share_of_interactions_per_served_version(acme, globex, acme_viewer, adapters_root):
+    first = django_timezone.now().replace(minute=10, second=0, microsecond=0) - timedelta(hours=3)
+    second = first + timedelta(hours=1)
+    base = [served(acme.org, feedback=kinds, latency_ms=latency) for kinds, latency in (
+        (("edit_persisted", "edit_persisted"), 100.0),  # two events, one interaction
+        (("edit_persisted", "dissatisfied_followup"), 200.0),
+        ((), 300.0),
+        (("edit_rejected",), None),
+    )]
+    on_v1 = [served(acme.org, adapter="acme@v1", feedback=kinds, latency_ms=latency) for kinds, latency in (
+        (("tool_call_invalid",), 50.0),
+        (("edit_accepted",), 70.0),
+    )]
+    for interaction in base:
+        at(interaction, first)
+    for interaction in on_v1:
+        at(interaction, second)
+    at(served(globex.org, feedback=("tool_call_invalid",), latency_ms=9999.0), first)  # another organization's
+    adapter = registered_adapter(acme.org, adapters_root.parent)
+    AdapterVersion.objects.for_org(acme.org).filter(pk=adapter.pk).update(deployed_at=second)
+
+    data = acme_viewer.client.get("/console/charts/quality.json").json()
+    hour = first.replace(minute=0)
+    assert data["hours"] == [int(hour.timestamp()), int((hour + timedelta(hours=1)).timestamp())]
+    assert data["versions"] == ["base model", "acme@v1"]
+    assert data["series"]["base model"] == {"interactions": [4, None], "edit_persisted": [50.0, None],
+                                            "dissatisfied_followup": [25.0, None], "tool_call_invalid": [0.0, None],
+                                            "latency_ms": [200.0, None]}
+    assert data["series"]["acme@v1"] == {"interactions": [None, 2], "edit_persisted": [None, 0.0],
+                                         "dissatisfied_followup": [None, 0.0], "tool_call_invalid": [None, 50.0],
+                                         "latency_ms": [None, 60.0]}
+    assert data["takeovers"] == [{"version": adapter.name, "at": int(second.timestamp())}]
+    table = acme_viewer.client.get("/console/").content.decode()
+    assert "acme@v1" in table and "60 ms" in table and "200 ms" in table
+
+
+def test_the_overview_says_what_serves_the_canary_and_the_last_cycles(acme, acme_viewer, adapters_root):
+    serving, candidate = (registered_adapter(acme.org, adapters_root.parent) for _ in range(2))
+    AdapterVersion.objects.for_org(acme.org).filter(pk=serving.pk).update(status="serving", deployed_at=django_timezone.now())
+    Route.objects.create(org=acme.org, serving=serving, canary=candidate, canary_share=0.5)
+    Cycle.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner", status=Cycle.Status.CANARY,
+                         candidate=candidate, incumbent=serving, canary_report={
+                             "candidate": {"interactions": 12, "persisted": 7}, "incumbent": {"interactions": 14, "persisted": 5}})
+    page = acme_viewer.client.get("/console/").content.decode()
+    assert serving.name in page and "since" in page
+    assert candidate.name in page and "so far 7/12 persisted vs. incumbent 5/14" in page
+
+
+def test_hours_before_the_window_are_left_out(acme, acme_viewer):
+    old = served(acme.org)
+    at(old, datetime.now(timezone.utc) - timedelta(days=15))
+    assert acme_viewer.client.get("/console/charts/quality.json").json()["hours"] == []
