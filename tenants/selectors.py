@@ -2,10 +2,12 @@
 organization first and returns a query scoped to it, in the order the pages show it."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+
+from django.db import connection
 
 from django.db.models import Avg, Count, Exists, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Length, TruncHour
+from django.db.models.functions import Length, Substr, TruncHour
 
 from tenants.models import ApiKey, AuditEvent, BackgroundTask, FeedbackEvent, Interaction, Membership, Organization
 
@@ -95,15 +97,27 @@ def interaction_hours(*, org: Organization, since: datetime) -> list[HourOfVersi
     """Per hour and served version since `since`, oldest first: interactions, mean latency, and
     how many got each plotted kind of feedback. Two GROUP BY queries in the database, whatever
     the number of rows."""
-    served = (Interaction.objects.for_org(org).filter(created_at__gte=since).annotate(hour=TruncHour("created_at"))
+    served = (Interaction.objects.for_org(org).filter(created_at__gte=since).annotate(hour=_hour_of("created_at"))
               .values("hour", "adapter").annotate(n=Count("pk"), latency=Avg("latency_ms")).order_by("hour", "adapter"))
-    hours = {(row["hour"], row["adapter"]): HourOfVersion(row["hour"], row["adapter"], row["n"], row["latency"], {})
+    hours = {(row["hour"], row["adapter"]): HourOfVersion(_as_hour(row["hour"]), row["adapter"], row["n"], row["latency"], {})
              for row in served}
     events = (FeedbackEvent.objects.for_org(org).filter(interaction__created_at__gte=since, type__in=PLOTTED_FEEDBACK)
-              .annotate(hour=TruncHour("interaction__created_at"))
+              .annotate(hour=_hour_of("interaction__created_at"))
               .values("hour", "interaction__adapter", "type").annotate(n=Count("interaction", distinct=True)))
     for row in events:
         hour = hours.get((row["hour"], row["interaction__adapter"]))
         if hour is not None:
             hour.with_feedback[row["type"]] = row["n"]
     return list(hours.values())
+
+
+def _hour_of(field: str):
+    # SQLite keeps UTC times as text, and Django truncates them with a Python function called
+    # per row (0.5 s for 100,000 rows); the text's first 13 characters are the hour, cut in C.
+    return Substr(field, 1, 13) if connection.vendor == "sqlite" else TruncHour(field)
+
+
+def _as_hour(value) -> datetime:
+    if isinstance(value, str):  # SQLite: "2026-12-03 10", UTC
+        return datetime.strptime(value, "%Y-%m-%d %H").replace(tzinfo=UTC)
+    return value
