@@ -67,7 +67,7 @@ def test_reward_spec_versions_say_what_changed(acme, acme_admin):
     acme.client.put("/api/v1/reward-spec", {"kl_coef": 0.05}, format="json")
     acme.client.put("/api/v1/reward-spec", {"weights": {"dissatisfied_followup": -2}}, format="json")
     page = acme_admin.client.get("/console/policies/reward-spec/versions/").content.decode()
-    assert page.index("v2") < page.index("v1")
+    assert page.index("<td>v2") < page.index("<td>v1")
     assert "<code>weights.dissatisfied_followup</code>: -1.0 → <strong>-2</strong>" in page
     assert "<code>kl_coef</code>: 0.02 → <strong>0.05</strong>" in page
 
