@@ -48,18 +48,26 @@ def invitation_create(*, membership: Membership, actor: str) -> tuple[Invitation
     return invitation, token
 
 
+def member_reinvite(*, membership: Membership, by: Principal) -> str:
+    """A new link for a member already there, by someone who may manage their role: their first,
+    or a password reset. Returns the token in clear."""
+    require_can_grant(by, membership.role)
+    _, token = invitation_create(membership=membership, actor=by.actor)
+    return token
+
+
 def member_invite(*, org: Organization, email: str, role: str | None, by: Principal) -> tuple[Membership, str]:
     """Invite a person: a new member with `role` (viewer when not given), or a new link for a
     member already there (their role stays, unless `role` names another: then refused)."""
     membership = Membership.objects.for_org(org).select_related("user").filter(user__username=email.strip().lower()).first()
     if membership is None:
         membership = member_add(org=org, email=email, role=role or Role.VIEWER, by=by)
-    else:
+        _, token = invitation_create(membership=membership, actor=by.actor)
+        return membership, token
+    if role is not None and role != membership.role:
         require_can_grant(by, membership.role)
-        if role is not None and role != membership.role:
-            raise Conflict(f"{membership.user.email} is already a member, as {membership.role}: change the role first.")
-    _, token = invitation_create(membership=membership, actor=by.actor)
-    return membership, token
+        raise Conflict(f"{membership.user.email} is already a member, as {membership.role}: change the role first.")
+    return membership, member_reinvite(membership=membership, by=by)
 
 
 @dataclass(frozen=True)

@@ -104,9 +104,7 @@ class MemberInvitationView(APIView):
                                "forgot their password sets a new one. Shown once.")
     def post(self, request, member_id):
         member = organizations.membership_get(org=request.auth.org, member_id=member_id)
-        organizations.require_can_grant(request.auth, member.role)
-        _, token = invitations.invitation_create(membership=member, actor=request.auth.actor)
-        member.invitation_url = invitation_url(request, token)
+        member.invitation_url = invitation_url(request, invitations.member_reinvite(membership=member, by=request.auth))
         return Response(s.MemberInvitedSerializer(member).data, status=status.HTTP_201_CREATED)
 
 

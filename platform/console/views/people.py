@@ -91,9 +91,7 @@ class MemberInvitation(Page):
     roles = {"POST": Role.ADMIN}
 
     def post(self, request, member_id):
-        organizations.require_can_grant(request.principal, self.object.role)
-        _, token = invitations.invitation_create(membership=self.object, actor=request.principal.actor)
-        return _invitation_page(request, self.object, token)
+        return _invitation_page(request, self.object, invitations.member_reinvite(membership=self.object, by=request.principal))
 
 
 class MemberRemove(Confirmed):
