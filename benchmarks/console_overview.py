@@ -26,7 +26,7 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from tenants.models import FeedbackEvent, Interaction, Membership  # noqa: E402
+from tenants.models import FeedbackEvent, Interaction, Membership, feedback_bit  # noqa: E402
 from tenants.organizations import org_create  # noqa: E402
 
 FEEDBACK = ["edit_persisted", "edit_accepted", "dissatisfied_followup", "tool_call_invalid", "edit_rejected"]
@@ -55,18 +55,20 @@ def main() -> None:
 
 
 def store(org, count: int) -> int:
+    """Bulk writes, bypassing ingestion: each interaction's feedback_seen is set as ingestion would."""
     rng, now, versions = random.Random(0), timezone.now(), [None, f"{org.slug}@v1", f"{org.slug}@v2", f"{org.slug}@v3"]
     for start in range(0, count, 5000):
+        kinds = [rng.choice(FEEDBACK) for _ in range(start, min(count, start + 5000))]
         rows = [Interaction(org=org, source=Interaction.Source.GATEWAY, adapter=versions[min(3, n * 4 // count)],
-                            latency_ms=rng.uniform(50, 400)) for n in range(start, min(count, start + 5000))]
+                            latency_ms=rng.uniform(50, 400), feedback_seen=feedback_bit(kind)) for n, kind in enumerate(kinds, start)]
         Interaction.objects.for_org(org).bulk_create(rows)
         moments = [now - timedelta(days=14) * (1 - n / count) for n in range(start, start + len(rows))]
         for row, moment in zip(rows, moments):
             row.created_at = moment
         Interaction.objects.for_org(org).bulk_update(rows, ["created_at"])
         FeedbackEvent.objects.for_org(org).bulk_create([
-            FeedbackEvent(org=org, interaction=row, type=rng.choice(FEEDBACK), idempotency_key=str(row.pk),
-                          occurred_at=row.created_at, received_at=row.created_at) for row in rows])
+            FeedbackEvent(org=org, interaction=row, type=kind, idempotency_key=str(row.pk),
+                          occurred_at=row.created_at, received_at=row.created_at) for row, kind in zip(rows, kinds)])
     return Interaction.objects.for_org(org).count()
 
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from tenants.errors import Conflict, InvalidInput, NotFound
-from tenants.models import FeedbackEvent, Interaction, Organization
+from tenants.models import FeedbackEvent, Interaction, Organization, feedback_bit
 from tenants.storage import FEEDBACK_ROW_BYTES, storage_quota_check, storage_used_change
 from tenants.transactions import retried_on_integrity_error
 
@@ -196,6 +197,7 @@ def _ingest(org: Organization, events: list[FeedbackIn]) -> list[ItemResult]:
         if new_events:  # a replay of stored events is answered even past the quota
             storage_quota_check(org=org)
             _insert(org, new_events, now)
+            _mark_seen(org, [event for _, event in new_events])
             storage_used_change(org=org, delta=len(new_events) * FEEDBACK_ROW_BYTES)
     return results
 
@@ -223,6 +225,16 @@ def _insert(org: Organization, new_events: list[tuple[uuid.UUID, FeedbackIn]], n
     table = connection.ops.quote_name(FeedbackEvent._meta.db_table)
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(_INSERT_COLUMNS))})", rows)
+
+
+def _mark_seen(org: Organization, events: list[FeedbackIn]) -> None:
+    """Set each interaction's bit of each kind it now has feedback of: one UPDATE per kind."""
+    by_kind: dict[str, set[uuid.UUID]] = {}
+    for event in events:
+        by_kind.setdefault(event.type, set()).add(event.interaction_id)
+    for kind, interaction_ids in by_kind.items():
+        bit = feedback_bit(kind)
+        Interaction.objects.for_org(org).filter(pk__in=interaction_ids).update(feedback_seen=F("feedback_seen").bitor(bit))
 
 
 def _require_targets_exist(org: Organization, events: list[FeedbackIn]) -> None:

@@ -176,6 +176,9 @@ class Interaction(models.Model):
     content = models.BinaryField(null=True)
     content_key_version = models.PositiveIntegerField(null=True)
     content_purged_at = models.DateTimeField(null=True)
+    # Which kinds of feedback arrived, one bit per kind (feedback_bit): the overview counts
+    # interactions with an edit persisted, per hour, without joining every event.
+    feedback_seen = models.PositiveIntegerField(default=0)
 
     objects = TenantManager()
 
@@ -224,6 +227,12 @@ class FeedbackEvent(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["org", "received_at"])]
+
+
+def feedback_bit(kind: str) -> int:
+    """The bit of Interaction.feedback_seen that says an event of this kind arrived. Stored:
+    a new kind is added at the end of FeedbackEvent.Type, never in between."""
+    return 1 << FeedbackEvent.Type.values.index(kind)
 
 
 class StorageUsage(models.Model):

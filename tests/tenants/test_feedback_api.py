@@ -5,7 +5,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from tenants.models import FeedbackEvent
+from tenants.models import FeedbackEvent, Interaction, feedback_bit
 from tests.factories import api_client, record
 
 URL = "/api/v1/feedback"
@@ -156,6 +156,17 @@ def test_feedback_about_another_orgs_interaction_is_404_and_stores_nothing(acme,
     assert response.status_code == 404
     assert response.json()["error"]["details"] == [{"index": 1, "message": f"No interaction {theirs} in this organization."}]
     assert stored(acme.org) == stored(globex.org) == 0
+
+
+def test_each_interaction_knows_the_kinds_of_feedback_it_got_and_a_refused_batch_marks_none(acme, globex):
+    persisted, other = record(acme.client), record(acme.client)
+    acme.client.post(URL, {"events": [event(persisted, "a", "edit_persisted"), event(persisted, "b", "edit_persisted"),
+                                      event(persisted, "c", "dissatisfied_followup")]}, format="json")
+    refused = acme.client.post(URL, {"events": [event(other, "d", "edit_persisted"), event(record(globex.client), "e")]}, format="json")
+    assert refused.status_code == 404
+    seen = dict(Interaction.objects.for_org(acme.org).values_list("pk", "feedback_seen"))
+    assert {str(pk): bits for pk, bits in seen.items()} == {
+        persisted: feedback_bit("edit_persisted") | feedback_bit("dissatisfied_followup"), other: 0}
 
 
 def test_idempotency_keys_are_per_organization(acme, globex):
