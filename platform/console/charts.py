@@ -42,3 +42,21 @@ def _version_order(name: str) -> tuple[int, int]:
         return (0, 0)
     number = name.rpartition("@v")[2]
     return (1, int(number) if number.isdigit() else 0)
+
+
+TRAINING_FIGURES = {  # key of the trainer's per_step -> (title, unit)
+    "loss": ("Loss", "policy loss"),
+    "kl": ("KL to the base model", "nats per token"),
+    "clip_fraction": ("Clipped", "share of tokens"),
+}
+
+
+def training_series(report: dict | None) -> dict:
+    """The trainer's figures per optimizer step (training.engine.TrainReport.per_step); no
+    steps before the run finished, or for runs trained before the trainer kept them."""
+    per_step = (report or {}).get("per_step") or {}
+    return {
+        "steps": per_step.get("step", []),
+        "figures": {key: {"title": title, "unit": unit} for key, (title, unit) in TRAINING_FIGURES.items()},
+        "series": {key: per_step.get(key, []) for key in TRAINING_FIGURES},
+    }

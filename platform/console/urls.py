@@ -26,6 +26,7 @@ urlpatterns = [
     path("policies/<slug:policy>/", policies.PolicyPage.as_view(), name="policy"),
     path("cycles/", loop.Cycles.as_view(), name="cycles"),
     path("cycles/<uuid:cycle_id>/", loop.CycleDetail.as_view(), name="cycle"),
+    path("cycles/<uuid:cycle_id>/training.json", loop.CycleTrainingChart.as_view(), name="chart-training"),
     path("adapters/", loop.Adapters.as_view(), name="adapters"),
     path("adapters/<str:name>/promote/", loop.AdapterPromote.as_view(), name="adapter-promote"),
     path("adapters/<str:name>/rollback/", loop.AdapterRollback.as_view(), name="adapter-rollback"),

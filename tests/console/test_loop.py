@@ -102,3 +102,21 @@ def test_an_alert_shows_the_detector_figures_and_an_admin_acknowledges_it(acme, 
     again = acme.client.post(f"/api/v1/alerts/{alert.pk}/acknowledge")
     assert again.status_code == 200 and again.json()["acknowledged_by"] == f"user:{acme_admin.email}"
     assert AuditEvent.objects.for_org(acme.org).filter(action="alert.acknowledge").count() == 1
+
+
+def test_a_cycle_plots_its_training_run_step_by_step(acme, acme_viewer):
+    per_step = {"step": [1, 2, 3], "loss": [0.5, 0.4, 0.2], "kl": [0.0, 0.01, 0.02], "clip_fraction": [0.0, 0.1, 0.05]}
+    run = TrainingRun.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner", status=TrainingRun.Status.SUCCEEDED,
+                                     report={"steps": 3, "mean_loss": 0.3667, "mean_kl": 0.01, "clip_fraction": 0.05, "per_step": per_step})
+    cycle = cycle_of(acme.org, status=Cycle.Status.GATING, training_run=run)
+    page = acme_viewer.client.get(f"/console/cycles/{cycle.pk}/").content.decode()
+    assert f'data-src="/console/cycles/{cycle.pk}/training.json"' in page and "hx-preserve" in page
+    data = acme_viewer.client.get(f"/console/cycles/{cycle.pk}/training.json").json()
+    assert data["steps"] == [1, 2, 3] and data["series"] == {key: per_step[key] for key in ("loss", "kl", "clip_fraction")}
+    assert data["figures"]["kl"] == {"title": "KL to the base model", "unit": "nats per token"}
+
+
+def test_a_cycle_not_trained_yet_has_no_training_plot(acme, acme_viewer):
+    cycle = cycle_of(acme.org, status=Cycle.Status.RUNNING)
+    assert "training-charts" not in acme_viewer.client.get(f"/console/cycles/{cycle.pk}/").content.decode()
+    assert acme_viewer.client.get(f"/console/cycles/{cycle.pk}/training.json").json()["steps"] == []

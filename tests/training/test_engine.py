@@ -119,6 +119,9 @@ def test_the_report_counts_the_whole_run(trained, examples):
     assert report.completion_tokens == CONFIG.epochs * sum(len(e.completion_ids) for e in examples)
     assert report.tokens_per_second > 0 and report.mean_kl > 0 and 0 <= report.clip_fraction <= 1
     assert set(report.seconds) == {"setup", "train", "save"} and report.device == "cpu"
+    assert report.per_step["step"] == list(range(1, report.steps + 1))
+    assert all(len(values) == report.steps for values in report.per_step.values())
+    assert sum(report.per_step["loss"]) / report.steps == pytest.approx(report.mean_loss, abs=1e-5)
 
 
 def test_a_run_resumed_from_its_checkpoint_ends_with_the_weights_of_an_uninterrupted_run(base_model, examples, tmp_path):
@@ -132,6 +135,7 @@ def test_a_run_resumed_from_its_checkpoint_ends_with_the_weights_of_an_uninterru
     expected, actual = load_file(whole.adapter_dir / "adapter_model.safetensors"), load_file(resumed.adapter_dir / "adapter_model.safetensors")
     assert expected.keys() == actual.keys() and all(torch.equal(expected[k], actual[k]) for k in expected)
     assert resumed.mean_loss == pytest.approx(whole.mean_loss)
+    assert resumed.per_step == whole.per_step  # the plot of a resumed run is the whole run's
     assert not (tmp_path / "checkpoints" / "checkpoint.pt").exists()
 
 

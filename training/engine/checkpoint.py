@@ -11,7 +11,7 @@ import json
 import os
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -32,6 +32,8 @@ class Totals:
     clipped_tokens: float = 0.0  # completion tokens whose gradient the clip removed
     completion_tokens: int = 0  # completion tokens trained on, over all epochs
     max_incumbent_kl: float = 0.0  # the largest step's mean KL(incumbent || policy)
+    # Each step's figures, for the console's plot of the run: step number, loss, mean per-token KL, clip fraction.
+    per_step: dict[str, list[float]] = field(default_factory=lambda: {"step": [], "loss": [], "kl": [], "clip_fraction": []})
 
 
 def run_fingerprint(*, config: TrainConfig, examples: Sequence[Example], base_model_dir: Path, incumbent_adapter_dir: Path | None) -> str:

@@ -36,6 +36,7 @@ class TrainReport:
     mean_kl: float  # mean per-token KL(policy || base) estimate while training
     clip_fraction: float  # share of completion tokens whose gradient the clip removed
     max_incumbent_kl: float  # the largest step's mean per-token KL(incumbent || policy), before its update
+    per_step: dict[str, list[float]]  # step, loss, kl, clip_fraction: one value per optimizer step, in order
     seconds: dict[str, float]  # wall time of each stage: setup, train, save
     device: str
 
@@ -211,6 +212,9 @@ def _count(run: _Run, batch: Batch, terms: LossTerms) -> None:
     run.totals.clipped_tokens += terms.clip_fraction.item() * tokens
     run.totals.max_incumbent_kl = max(run.totals.max_incumbent_kl, terms.incumbent_kl.item())
     run.totals.completion_tokens += tokens
+    for key, value in (("step", run.totals.step), ("loss", terms.loss.item()), ("kl", terms.kl.item()),
+                       ("clip_fraction", terms.clip_fraction.item())):
+        run.totals.per_step[key].append(round(value, 6))
     run.trained_tokens += int(batch.tokens.attention_mask.sum().item())
 
 
@@ -239,6 +243,7 @@ def _report(run: _Run, clock: _Clock, *, adapter_dir: Path | None) -> TrainRepor
         mean_kl=totals.kl_sum / totals.completion_tokens if totals.completion_tokens else 0.0,
         clip_fraction=totals.clipped_tokens / totals.completion_tokens if totals.completion_tokens else 0.0,
         max_incumbent_kl=totals.max_incumbent_kl,
+        per_step=totals.per_step,
         seconds=clock.seconds,
         device=str(run.device),
     )

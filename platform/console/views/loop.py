@@ -2,11 +2,13 @@
 with their lineage (promote and roll back), and alerts (acknowledged by an admin)."""
 
 from django.contrib import messages
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 
 from console.access import Confirmation, Confirmed, Page
+from console.charts import TRAINING_FIGURES, training_series
 from console.paging import page_of
 from serving import alerts, deployments, registry
 from serving import selectors as serving_selectors
@@ -48,8 +50,18 @@ class CycleDetail(Page):
         return render(request, "console/cycle.html", {
             "cycle": cycle, "run": cycle.training_run, "live": cycle.status in Cycle.ACTIVE,
             "checks": report.get("checks", []), "blocked_by": report.get("blocked_by", []),
-            "canary": cycle.canary_report,
+            "canary": cycle.canary_report, "training_figures": TRAINING_FIGURES,
         })
+
+
+class CycleTrainingChart(Page):
+    """The cycle's training run, step by step (console/charts.py), for the cycle page's plots."""
+
+    find = staticmethod(cycles.cycle_get)
+
+    def get(self, request, cycle_id):
+        run = self.object.training_run
+        return JsonResponse(training_series(run.report if run else None))
 
 
 class Adapters(Page):

@@ -1,6 +1,7 @@
-// The overview's plots: one uPlot chart per figure, a line per served version, a dashed mark
-// where a version took over. Data from the page's own endpoint (console/charts.py); the page
-// also shows the same numbers as a table.
+// The console's plots, drawn with uPlot from the page's own endpoint (console/charts.py):
+// the overview's, one chart per figure with a line per served version and a dashed mark where
+// a version took over (the page also shows the same numbers as a table); and a cycle's
+// training run, one chart per figure with a point per optimizer step.
 const COLOURS = ["#5f6b7a", "#2459c8", "#147a4b", "#a15c00", "#8e3fb5", "#b42318", "#0f7c8c"];
 
 function takeoverMarks(takeovers) {
@@ -49,10 +50,36 @@ function draw(figure, data) {
   figure.uplot = chart;  // for tests: the data it drew
 }
 
-document.addEventListener("DOMContentLoaded", async () => {
-  for (const charts of document.querySelectorAll(".charts[data-src]")) {
-    const data = await (await fetch(charts.dataset.src, {credentials: "same-origin"})).json();
-    for (const figure of charts.querySelectorAll("figure[data-figure]")) draw(figure, data);
+function drawSteps(figure, data) {
+  const key = figure.dataset.figure;
+  const unit = data.figures[key].unit;
+  const chart = new uPlot({
+    width: Math.max(240, figure.clientWidth - 8), height: 180,
+    series: [{label: "step"}, {label: data.figures[key].title, stroke: COLOURS[1], width: 2, points: {show: data.steps.length <= 60, size: 4}}],
+    axes: [{label: "optimizer step"}, {label: unit, size: 60}],
+    scales: {x: {time: false}},
+    legend: {show: true},
+  }, [data.steps, data.series[key]], figure);
+  figure.uplot = chart;
+}
+
+const DRAW = {hours: draw, steps: drawSteps};
+
+async function drawAll(root) {
+  for (const charts of root.querySelectorAll(".charts[data-src]:not([data-drawn])")) {
+    charts.dataset.drawn = "drawing";
+    const response = await fetch(charts.dataset.src, {credentials: "same-origin"});
+    if (!response.ok) {
+      charts.dataset.drawn = "failed";
+      charts.insertAdjacentHTML("beforeend", `<p class="error">The plots' data could not be loaded (HTTP ${response.status}): reload the page.</p>`);
+      continue;
+    }
+    const data = await response.json();
+    for (const figure of charts.querySelectorAll("figure[data-figure]")) DRAW[charts.dataset.kind || "hours"](figure, data);
     charts.dataset.drawn = "true";
   }
-});
+}
+
+document.addEventListener("DOMContentLoaded", () => drawAll(document));
+// A live page (a running cycle) swaps parts of itself in: draw what arrives with them.
+document.addEventListener("htmx:load", (event) => drawAll(event.detail.elt));
