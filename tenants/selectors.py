@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from django.db import connection
 from django.db.models import Avg, Count, Exists, F, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Length, Substr, TruncHour
+from django.db.models.functions import Length, Substr, Trunc
 from django.db.models.lookups import GreaterThan
 
 from tenants.models import ApiKey, AuditEvent, BackgroundTask, FeedbackEvent, Interaction, Membership, Organization, feedback_bit
@@ -83,34 +83,41 @@ PLOTTED_FEEDBACK = ("edit_persisted", "dissatisfied_followup", "tool_call_invali
 
 
 @dataclass
-class HourOfVersion:
-    """What one served version did in one hour."""
+class ServedPeriod:
+    """What one served version did in one period (an hour, or a minute)."""
 
-    hour: datetime
+    start: datetime
     adapter: str | None  # None: the base model
     interactions: int
     latency_ms: float | None  # mean, of those that have one
     with_feedback: dict  # feedback type (PLOTTED_FEEDBACK) -> interactions with at least one event of it
 
 
-def interaction_hours(*, org: Organization, since: datetime) -> list[HourOfVersion]:
-    """Per hour and served version since `since`, oldest first: interactions, mean latency, and
-    how many got each plotted kind of feedback. One GROUP BY over the interactions alone, whatever
-    the number of rows: each knows the kinds of feedback it got (Interaction.feedback_seen)."""
+# Periods the overview plots by, with the length of their prefix in SQLite's stored text of a UTC
+# time ("2026-12-03 10:15:..."): cut in C, where Django truncates with a Python function per row
+# (0.5 s for 100,000 rows).
+PERIODS = {"hour": (13, "%Y-%m-%d %H"), "minute": (16, "%Y-%m-%d %H:%M")}
+
+
+def interactions_by_period(*, org: Organization, since: datetime, period: str = "hour") -> list[ServedPeriod]:
+    """Per period and served version since `since`, oldest first: interactions, mean latency,
+    and how many got each plotted kind of feedback. One GROUP BY over the interactions alone,
+    whatever the number of rows: each knows the kinds of feedback it got (Interaction.feedback_seen)."""
+    length, text_format = PERIODS[period]
+    start = Substr("created_at", 1, length) if connection.vendor == "sqlite" else Trunc("created_at", period)
     with_kind = {kind: Count("pk", filter=GreaterThan(F("feedback_seen").bitand(feedback_bit(kind)), 0)) for kind in PLOTTED_FEEDBACK}
-    rows = (Interaction.objects.for_org(org).filter(created_at__gte=since).annotate(hour=_hour_of("created_at"))
-            .values("hour", "adapter").annotate(n=Count("pk"), latency=Avg("latency_ms"), **with_kind).order_by("hour", "adapter"))
-    return [HourOfVersion(_as_hour(row["hour"]), row["adapter"], row["n"], row["latency"], {kind: row[kind] for kind in PLOTTED_FEEDBACK})
-            for row in rows]
+    rows = (Interaction.objects.for_org(org).filter(created_at__gte=since).annotate(start=start)
+            .values("start", "adapter").annotate(n=Count("pk"), latency=Avg("latency_ms"), **with_kind).order_by("start", "adapter"))
+    return [ServedPeriod(_as_time(row["start"], text_format), row["adapter"], row["n"], row["latency"],
+                         {kind: row[kind] for kind in PLOTTED_FEEDBACK}) for row in rows]
 
 
-def _hour_of(field: str):
-    # SQLite keeps UTC times as text, and Django truncates them with a Python function called
-    # per row (0.5 s for 100,000 rows); the text's first 13 characters are the hour, cut in C.
-    return Substr(field, 1, 13) if connection.vendor == "sqlite" else TruncHour(field)
+def first_interaction_at(*, org: Organization, since: datetime) -> datetime | None:
+    """When the first interaction since `since` was recorded (the (org, created_at) index's first entry)."""
+    return Interaction.objects.for_org(org).filter(created_at__gte=since).order_by("created_at").values_list("created_at", flat=True).first()
 
 
-def _as_hour(value) -> datetime:
-    if isinstance(value, str):  # SQLite: "2026-12-03 10", UTC
-        return datetime.strptime(value, "%Y-%m-%d %H").replace(tzinfo=UTC)
+def _as_time(value, text_format: str) -> datetime:
+    if isinstance(value, str):  # SQLite: the prefix of a UTC time
+        return datetime.strptime(value, text_format).replace(tzinfo=UTC)
     return value

@@ -1,5 +1,8 @@
 """Reads of an organization's training lists, for the API and the console alike."""
 
+import uuid
+from dataclasses import dataclass
+
 from django.db.models import QuerySet
 
 from tenants.models import Organization
@@ -13,3 +16,18 @@ def training_runs_list(*, org: Organization) -> QuerySet[TrainingRun]:
 
 def cycles_list(*, org: Organization) -> QuerySet[Cycle]:
     return Cycle.objects.for_org(org).select_related("candidate", "incumbent")
+
+
+@dataclass(frozen=True)
+class Training:
+    """How an adapter version came to be: the cycle that trained it, and on how many examples."""
+
+    cycle_id: uuid.UUID | None  # None: trained by a run outside a cycle
+    examples: int | None
+
+
+def adapters_training(*, org: Organization) -> dict[uuid.UUID, Training]:
+    """Per adapter version trained here (by its id): its cycle and dataset size, in one query."""
+    runs = (TrainingRun.objects.for_org(org).filter(candidate__isnull=False)
+            .values_list("candidate_id", "cycle__id", "dataset"))
+    return {adapter_id: Training(cycle_id, (dataset or {}).get("examples")) for adapter_id, cycle_id, dataset in runs}

@@ -1,11 +1,14 @@
-"""The overview's plots as uPlot draws them: one x axis of hours, and per served version one
-value per hour (null where it served nothing) of each plotted figure, with the moments a
-version took over. Built from `tenants.selectors.interaction_hours`, which aggregates in the
-database."""
+"""The console's plots as uPlot draws them.
 
-from datetime import datetime
+The overview's: one x axis of periods (hours, or minutes while the plotted traffic is young),
+and per served version one value per period (null where it served nothing) of each plotted
+figure, with the moments a version took over. Built from `tenants.selectors.interactions_by_period`,
+which aggregates in the database. A cycle's: its training run's figures per optimizer step.
+"""
 
-from tenants.selectors import PLOTTED_FEEDBACK, HourOfVersion
+from datetime import datetime, timedelta
+
+from tenants.selectors import PLOTTED_FEEDBACK, ServedPeriod
 
 BASE_MODEL = "base model"
 FIGURES = {  # key -> (title, unit)
@@ -14,21 +17,31 @@ FIGURES = {  # key -> (title, unit)
     "tool_call_invalid": ("Invalid tool calls", "% of interactions"),
     "latency_ms": ("Latency", "ms, mean"),
 }
+PERIOD_SECONDS = {"hour": 3600, "minute": 60}
+# Traffic younger than this is plotted by the minute: hours would show a new organization (or
+# a demo run) as one point per version.
+MINUTES_FOR = timedelta(hours=6)
 
 
-def quality_series(hours: list[HourOfVersion], takeovers: list[tuple[str, datetime]]) -> dict:
-    xs = sorted({hour.hour for hour in hours})
+def period_for(first_at: datetime | None, now: datetime) -> str:
+    return "minute" if first_at is not None and now - first_at < MINUTES_FOR else "hour"
+
+
+def quality_series(periods: list[ServedPeriod], takeovers: list[tuple[str, datetime]], *, period: str) -> dict:
+    xs = sorted({p.start for p in periods})
     at = {x: i for i, x in enumerate(xs)}
-    versions = sorted({hour.adapter or BASE_MODEL for hour in hours}, key=_version_order)
+    versions = sorted({p.adapter or BASE_MODEL for p in periods}, key=_version_order)
     series = {version: {key: [None] * len(xs) for key in ("interactions", *FIGURES)} for version in versions}
-    for hour in hours:
-        values, i = series[hour.adapter or BASE_MODEL], at[hour.hour]
-        values["interactions"][i] = hour.interactions
+    for p in periods:
+        values, i = series[p.adapter or BASE_MODEL], at[p.start]
+        values["interactions"][i] = p.interactions
         for kind in PLOTTED_FEEDBACK:
-            values[kind][i] = round(100 * hour.with_feedback.get(kind, 0) / hour.interactions, 2)
-        values["latency_ms"][i] = round(hour.latency_ms, 1) if hour.latency_ms is not None else None
+            values[kind][i] = round(100 * p.with_feedback.get(kind, 0) / p.interactions, 2)
+        values["latency_ms"][i] = round(p.latency_ms, 1) if p.latency_ms is not None else None
     return {
-        "hours": [int(x.timestamp()) for x in xs],
+        "period": period,
+        "period_seconds": PERIOD_SECONDS[period],
+        "times": [int(x.timestamp()) for x in xs],
         "versions": versions,
         "figures": {key: {"title": title, "unit": unit} for key, (title, unit) in FIGURES.items()},
         "series": series,

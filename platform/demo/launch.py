@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,14 +31,26 @@ def use_fresh_data_dir(name: str) -> Path:
     return run_dir
 
 
-def create_org(persona: str) -> str:
-    """A new organization, opted in to training, through `manage.py create_org`; its API key."""
-    output = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "create_org", "--name", f"{persona} {uuid.uuid4().hex[:4]}",
-         "--owner-email", f"owner@{persona.replace('_', '-')}.example", "--training-enabled"],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    return json.loads(output)["api_key"]
+CONSOLE_ADMIN = "admin@demo.example"  # the person watching the demo in the console
+
+
+def create_org(persona: str) -> dict:
+    """A new organization, opted in to training, through `manage.py create_org`: its slug and
+    API key as the command prints them ({"org", "api_key"})."""
+    return _manage("create_org", "--name", f"{persona} {uuid.uuid4().hex[:4]}",
+                   "--owner-email", f"owner@{persona.replace('_', '-')}.example", "--training-enabled")
+
+
+def invite_console_admin(slugs: Sequence[str], *, url: str) -> str:
+    """Make CONSOLE_ADMIN an admin of each organization, through `manage.py invite`; the first
+    link, which sets their password (the console's switcher reaches the others)."""
+    links = [_manage("invite", "--org", slug, "--email", CONSOLE_ADMIN, "--role", "admin", "--base-url", url)["url"] for slug in slugs]
+    return links[0]
+
+
+def _manage(*args: str) -> dict:
+    output = subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], check=True, capture_output=True, text=True).stdout
+    return json.loads(output)
 
 
 @contextmanager

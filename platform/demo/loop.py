@@ -21,9 +21,14 @@ heavy one for a rejected edit). Then:
 and prints the A/B table (base vs. final, with deltas and 95 % intervals), the matrix, the
 naive organization's detector figures and verdicts per cycle, and the cycles' stage times; it
 writes every round's figures and the A/B table as JSON (`results.json` in the run's data
-directory unless --results says where), for benchmarks/plot_loop.py. Stops the platform at the end.
+directory unless --results says where), for benchmarks/plot_loop.py. Stops the platform at the
+end, or with --keep stays up until Ctrl-C.
 
-    python -m demo.loop [--cycles 3] [--requests 300] [--port 8000] [--results PATH]
+Once the organizations exist it prints the console's address and an invitation link for
+admin@demo.example, an admin of all of them: open it to set a password and watch the cycles,
+gate reports and canaries as they happen.
+
+    python -m demo.loop [--cycles 3] [--requests 300] [--port 8000] [--results PATH] [--keep]
 
 Hours of production are compressed into seconds: the scheduler ticks every 10 s (by default a
 minute), and a canary gets a few rounds of traffic instead of up to a week.
@@ -37,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from demo.http import Api, ApiError
-from demo.launch import create_org, running_platform, use_fresh_data_dir
+from demo.launch import CONSOLE_ADMIN, create_org, invite_console_admin, running_platform, use_fresh_data_dir
 from demo.personas import Persona
 from demo.traffic import OrgTraffic, SimulatedOrg, run_traffic
 from demo.traffic.stats import format_rate, latency_difference, rate_difference
@@ -73,6 +78,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300, help="gateway calls per organization per round (default 300)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--results", type=Path, help="where to write the figures as JSON (default: results.json in the run's data directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the platform up after the report, until Ctrl-C, to look around the console")
     args = parser.parse_args()
     started = time.monotonic()
     run_dir = use_fresh_data_dir("loop")
@@ -81,8 +87,10 @@ def main() -> None:
     os.environ.setdefault("PLATFORM_TRAINING_TICK_S", str(TICK_S))
     with running_platform(args.port) as url:
         ready = time.monotonic()
-        orgs = [SimulatedOrg(name, Persona.load(name), create_org(name)) for name in PERSONAS]
-        orgs.append(SimulatedOrg(NAIVE, Persona.load(NAIVE_PERSONA), create_org(NAIVE)))
+        created = {name: create_org(name) for name in (*PERSONAS, NAIVE)}
+        orgs = [SimulatedOrg(name, Persona.load(NAIVE_PERSONA if name == NAIVE else name), created[name]["api_key"]) for name in created]
+        print(f"\nconsole: {url}/console/ — to watch the loop, open this link and choose a password for {CONSOLE_ADMIN}, "
+              f"an admin of the demo's organizations:\n  {invite_console_admin([c['org'] for c in created.values()], url=url)}", flush=True)
         apis = {org.name: Api(url, org.api_key) for org in orgs}
         for api in apis.values():
             api.put("/api/v1/training-schedule", {"enabled": False})
@@ -109,21 +117,32 @@ def main() -> None:
                 time_out_canary(apis[org.name])
             for name in ids:
                 history[name].append(wait_for(apis[name], ids[name], until=TERMINAL))
+                print("  " + describe_outcome(name, history[name][-1]))
             for org in timed_out:
                 apis[org.name].put("/api/v1/canary-policy", {"max_hours": None})  # the default again
-                print("  " + describe_outcome(name, history[name][-1]))
         final = traffic_round(url, orgs, "final", requests=args.requests, seed=args.cycles + 1, rounds=rounds)
         serving = {org.name: apis[org.name].get("/api/v1/adapters") for org in orgs}
         matrix = measure_matrix(url, [org for org in orgs if org.name != NAIVE], serving)
-    print("\n" + ab_table(base, final))
-    print("\n" + matrix_table({**matrix, **{(name, name): final[name] for name in PERSONAS}}))
-    print("\n" + naive_table(history[NAIVE]))
-    print("\n" + cycle_times(history))
-    print(f"\n{time.monotonic() - started:.0f} s in all, of which {ready - started:.0f} s to start the platform "
-          f"(building the base model when it is missing)")
-    results = args.results or run_dir / "results.json"
-    write_results(results, results_document(rounds, base, final))
-    print(f"results: {results}")
+        print("\n" + ab_table(base, final))
+        print("\n" + matrix_table({**matrix, **{(name, name): final[name] for name in PERSONAS}}))
+        print("\n" + naive_table(history[NAIVE]))
+        print("\n" + cycle_times(history))
+        print(f"\n{time.monotonic() - started:.0f} s in all, of which {ready - started:.0f} s to start the platform "
+              f"(building the base model when it is missing)")
+        results = args.results or run_dir / "results.json"
+        write_results(results, results_document(rounds, base, final))
+        print(f"results: {results}")
+        if args.keep:
+            stay_up(url)
+
+
+def stay_up(url: str) -> None:
+    print(f"\nThe platform stays up at {url} (console: {url}/console/) until Ctrl-C.", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping the platform", flush=True)
 
 
 def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, requests: int, seed: int,

@@ -120,3 +120,14 @@ def test_a_cycle_not_trained_yet_has_no_training_plot(acme, acme_viewer):
     cycle = cycle_of(acme.org, status=Cycle.Status.RUNNING)
     assert "training-charts" not in acme_viewer.client.get(f"/console/cycles/{cycle.pk}/").content.decode()
     assert acme_viewer.client.get(f"/console/cycles/{cycle.pk}/training.json").json()["steps"] == []
+
+
+def test_an_adapter_and_its_alert_link_to_the_cycle_that_trained_it(acme, acme_viewer, adapters_root):
+    adapter = registered_adapter(acme.org, adapters_root.parent)
+    run = TrainingRun.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner", candidate=adapter,
+                                     status=TrainingRun.Status.SUCCEEDED, dataset={"examples": 271, "off_policy": 0, "skipped": {}})
+    cycle = cycle_of(acme.org, status=Cycle.Status.BLOCKED, training_run=run, candidate=adapter)
+    Alert.objects.create(org=acme.org, kind=Alert.Kind.REWARD_HACKING, adapter=adapter, message="blocked", figures=[CHECK])
+    row = acme_viewer.client.get("/console/adapters/").content.decode().split(f"<strong>{adapter.name}</strong>")[1].split("</tr>")[0]
+    assert "271 examples" in row and f'href="/console/cycles/{cycle.pk}/"' in row
+    assert f'href="/console/cycles/{cycle.pk}/"' in acme_viewer.client.get("/console/alerts/").content.decode()

@@ -37,8 +37,8 @@ def test_the_plots_data_is_each_hours_share_of_interactions_per_served_version(a
     AdapterVersion.objects.for_org(acme.org).filter(pk=adapter.pk).update(deployed_at=second)
 
     data = acme_viewer.client.get("/console/charts/quality.json").json()
-    hour = first.replace(minute=0)
-    assert data["hours"] == [int(hour.timestamp()), int((hour + timedelta(hours=1)).timestamp())]
+    assert data["period"] == "minute"  # less than 6 hours of traffic
+    assert data["times"] == [int(first.timestamp()), int(second.timestamp())]
     assert data["versions"] == ["base model", "acme@v1"]
     assert data["series"]["base model"] == {"interactions": [4, None], "edit_persisted": [50.0, None],
                                             "dissatisfied_followup": [25.0, None], "tool_call_invalid": [0.0, None],
@@ -49,6 +49,14 @@ def test_the_plots_data_is_each_hours_share_of_interactions_per_served_version(a
     assert data["takeovers"] == [{"version": adapter.name, "at": int(second.timestamp())}]
     table = acme_viewer.client.get("/console/").content.decode()
     assert "acme@v1" in table and "60 ms" in table and "200 ms" in table
+
+    at(served(acme.org, feedback=(), latency_ms=400.0), first - timedelta(hours=6))  # older traffic: plotted by the hour
+    data = acme_viewer.client.get("/console/charts/quality.json").json()
+    hour = first.replace(minute=0)
+    assert data["period"] == "hour" and data["period_seconds"] == 3600
+    assert data["times"] == [int((hour - timedelta(hours=6)).timestamp()), int(hour.timestamp()), int((hour + timedelta(hours=1)).timestamp())]
+    assert data["series"]["base model"]["edit_persisted"] == [0.0, 50.0, None]
+    assert data["series"]["base model"]["latency_ms"] == [400.0, 200.0, None]
 
 
 def test_the_overview_says_what_serves_the_canary_and_the_last_cycles(acme, acme_viewer, adapters_root):
@@ -66,4 +74,4 @@ def test_the_overview_says_what_serves_the_canary_and_the_last_cycles(acme, acme
 def test_hours_before_the_window_are_left_out(acme, acme_viewer):
     old = served(acme.org)
     at(old, datetime.now(timezone.utc) - timedelta(days=15))
-    assert acme_viewer.client.get("/console/charts/quality.json").json()["hours"] == []
+    assert acme_viewer.client.get("/console/charts/quality.json").json()["times"] == []

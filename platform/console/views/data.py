@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.access import SESSION_ORG, Confirmation, Confirmed, Page
-from console.charts import quality_series
+from console.charts import period_for, quality_series
 from console.paging import page_of
 from serving import selectors as serving_selectors
 from tenants import organizations, privacy, recording, selectors
@@ -33,12 +33,13 @@ class Overview(Page):
         org = request.principal.org
         used, quota = storage_usage(org=org)
         route = serving_selectors.route_get(org=org)
+        period, periods = _periods(org)
         return render(request, "console/overview.html", {
             "route": route,
             "canary_cycle": training_selectors.cycles_list(org=org).filter(status=Cycle.Status.CANARY).first(),
             "cycles": training_selectors.cycles_list(org=org).order_by("-created_at")[:5],
             "alerts": serving_selectors.alerts_list(org=org).filter(acknowledged_at__isnull=True).order_by("-created_at")[:3],
-            "hours": _hours(org),
+            "period": period, "periods": periods,
             "policy": privacy.policy_get(org=org),
             "members": selectors.members_list(org=org).count(),
             "keys": selectors.api_keys_list(org=org).filter(revoked_at__isnull=True).count(),
@@ -46,8 +47,11 @@ class Overview(Page):
         })
 
 
-def _hours(org):
-    return selectors.interaction_hours(org=org, since=timezone.now() - timedelta(days=PLOTTED_DAYS))
+def _periods(org) -> tuple[str, list]:
+    now = timezone.now()
+    since = now - timedelta(days=PLOTTED_DAYS)
+    period = period_for(selectors.first_interaction_at(org=org, since=since), now)
+    return period, selectors.interactions_by_period(org=org, since=since, period=period)
 
 
 class QualityChart(Page):
@@ -57,7 +61,8 @@ class QualityChart(Page):
         org = request.principal.org
         takeovers = [(adapter.name, adapter.deployed_at) for adapter in serving_selectors.adapters_list(org=org)
                      if adapter.deployed_at is not None and adapter.deployed_at >= timezone.now() - timedelta(days=PLOTTED_DAYS)]
-        return JsonResponse(quality_series(_hours(org), takeovers))
+        period, periods = _periods(org)
+        return JsonResponse(quality_series(periods, takeovers, period=period))
 
 
 class InteractionFilters(forms.Form):

@@ -67,8 +67,9 @@ class CycleTrainingChart(Page):
 class Adapters(Page):
     def get(self, request):
         org = request.principal.org
-        return render(request, "console/adapters.html", {
-            "adapters": serving_selectors.adapters_list(org=org), "route": serving_selectors.route_get(org=org)})
+        training = training_selectors.adapters_training(org=org)
+        adapters = [(adapter, training.get(adapter.pk)) for adapter in serving_selectors.adapters_list(org=org)]
+        return render(request, "console/adapters.html", {"adapters": adapters, "route": serving_selectors.route_get(org=org)})
 
 
 class AdapterPromote(Confirmed):
@@ -120,8 +121,10 @@ def _deploy(request, change, done: str):
 
 class Alerts(Page):
     def get(self, request):
-        rows = serving_selectors.alerts_list(org=request.principal.org).order_by("acknowledged_at", "-created_at")
-        return render(request, "console/alerts.html", {"alerts": rows[:200]})
+        org = request.principal.org
+        training = training_selectors.adapters_training(org=org)
+        rows = serving_selectors.alerts_list(org=org).order_by("acknowledged_at", "-created_at")[:200]
+        return render(request, "console/alerts.html", {"alerts": [(alert, training.get(alert.adapter_id)) for alert in rows]})
 
 
 class AlertAcknowledge(Page):

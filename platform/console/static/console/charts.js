@@ -30,20 +30,24 @@ function takeoverMarks(takeovers) {
 }
 
 function draw(figure, data) {
+  if (!data.times.length) {
+    figure.insertAdjacentHTML("beforeend", `<p class="hint">Nothing served in the last 14 days.</p>`);
+    return;
+  }
   const key = figure.dataset.figure;
   const unit = data.figures[key].unit;
   const series = [{}].concat(data.versions.map((version, i) => ({
     label: version, stroke: COLOURS[i % COLOURS.length], width: 2, spanGaps: false,
     points: {show: true, size: 5}, value: (u, v) => (v == null ? "—" : `${v} ${unit.startsWith("%") ? "%" : "ms"}`),
   })));
-  const values = [data.hours].concat(data.versions.map((version) => data.series[version][key]));
+  const values = [data.times].concat(data.versions.map((version) => data.series[version][key]));
   const width = Math.max(280, figure.clientWidth - 8);
   const chart = new uPlot({
     width, height: 220, series, plugins: [takeoverMarks(data.takeovers)],
     axes: [{}, {label: unit, size: 60}],
     scales: {
-      // An hour either side of the data: a few hours of traffic would otherwise span years.
-      x: {time: true, auto: false, range: () => [data.hours[0] - 3600, data.hours[data.hours.length - 1] + 3600]},
+      // A period either side of the data: a single point would otherwise span years.
+      x: {time: true, auto: false, range: () => [data.times[0] - data.period_seconds, data.times[data.times.length - 1] + data.period_seconds]},
       y: {range: (u, min, max) => [Math.min(0, min ?? 0), Math.max(max ?? 1, unit.startsWith("%") ? 10 : 1)]},
     },
   }, values, figure);
@@ -63,7 +67,7 @@ function drawSteps(figure, data) {
   figure.uplot = chart;
 }
 
-const DRAW = {hours: draw, steps: drawSteps};
+const DRAW = {periods: draw, steps: drawSteps};
 
 async function drawAll(root) {
   for (const charts of root.querySelectorAll(".charts[data-src]:not([data-drawn])")) {
@@ -75,7 +79,7 @@ async function drawAll(root) {
       continue;
     }
     const data = await response.json();
-    for (const figure of charts.querySelectorAll("figure[data-figure]")) DRAW[charts.dataset.kind || "hours"](figure, data);
+    for (const figure of charts.querySelectorAll("figure[data-figure]")) DRAW[charts.dataset.kind || "periods"](figure, data);
     charts.dataset.drawn = "true";
   }
 }
