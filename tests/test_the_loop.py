@@ -10,14 +10,12 @@ It sits at the top of tests/, not in a package's folder: what it tests is the pl
 (tenants, serving, training and the worker together), which no one package holds.
 """
 
-import json
-import uuid
-
 import pytest
 from django.db import connection
 
 from serving.routing import ROUTE_CACHE_S
 from tests.factories import make_tenant
+from tests.real_loop import fit_policies_to_the_tiny_model, serve_and_rate, worker_env
 from tests.serving.gateway_calls import gateway_client
 from tests.worker import running_worker
 from training import cycles
@@ -26,37 +24,11 @@ from training.models import Cycle
 pytestmark = [pytest.mark.vllm, pytest.mark.worker]
 
 
-def serve_and_rate(gateway, tenant, *, calls: int, users: int = 10, good_model: str | None = None) -> list[str]:
-    """`calls` completions for `users` end users, each rated: persisted when served by
-    `good_model` (or every other one when None), rejected with a dissatisfied follow-up otherwise."""
-    api, events, ids = gateway_client(gateway, tenant.key), [], []
-    for i in range(calls):
-        reply = api.chat.completions.create(model="default", messages=[{"role": "user", "content": f"Task: sum {i}"}],
-                                            user=f"user-{i % users}", max_tokens=8, temperature=1.0)
-        good = reply.model == good_model if good_model else i % 2 == 0
-        for event_type in ("edit_persisted",) if good else ("edit_rejected", "dissatisfied_followup"):
-            events.append({"interaction_id": reply.id, "type": event_type, "idempotency_key": str(uuid.uuid4())})
-        ids.append(reply.id)
-    assert tenant.client.post("/api/v1/feedback", {"events": events}, format="json").status_code == 200
-    return ids
-
-
 def test_two_organizations_go_through_a_whole_cycle(gateway, vllm, tiny_base_model, serving_settings, cache_clock, tmp_path):
     acme, globex = make_tenant("Acme", training_enabled=True), make_tenant("Globex", training_enabled=True)
-    env = {
-        "PLATFORM_VLLM_URLS": vllm.url, "PLATFORM_BASE_MODEL_DIR": str(tiny_base_model), "PLATFORM_BASE_MODEL_NAME": "demo-base",
-        "PLATFORM_ADAPTERS_ROOT": serving_settings.SERVING_ADAPTERS_ROOT, "PLATFORM_TRAINING_WORK_DIR": str(tmp_path / "work"),
-        "PLATFORM_GLOBAL_SUITE": "tests.serving.suites.TinySuite",
-        "PLATFORM_TRAINING_DEVICE": "cpu", "PLATFORM_TRAINING_CONFIG": json.dumps({"epochs": 1}),
-    }
-    for tenant in (acme, globex):  # each organization's own canary policy, which the worker must read
-        policy = {"min_interactions": 10, "latency": 2.0}  # requests one at a time: the adapter's CPU cost shows whole
-        assert tenant.client.put("/api/v1/canary-policy", policy, format="json").status_code == 200
-        # Both models write invalid calls nearly always and ask now and then: on the tiny suite, 8 passes
-        # show them alike within a few points, not always within the defaults' 2 and 3 (a CI run blocked
-        # on asks); the guardrails' power is tested in tests/serving/test_gates.py.
-        thresholds = {"invalid_tool_call_rate": 0.05, "valid_tool_call_rate": 0.05, "ask_rate_on_clear": 0.06}
-        assert tenant.client.put("/api/v1/gate-thresholds", thresholds, format="json").status_code == 200
+    env = worker_env(vllm, tiny_base_model, serving_settings, tmp_path)
+    for tenant in (acme, globex):
+        fit_policies_to_the_tiny_model(tenant)
     served = {t.org.slug: serve_and_rate(gateway, t, calls=30) for t in (acme, globex)}
 
     def cycle_of(tenant, cycle_id) -> dict:

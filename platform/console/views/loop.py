@@ -20,6 +20,13 @@ from training import selectors as training_selectors
 from training.models import Cycle, TrainingRun
 
 
+GATES = {  # a gate report's gates, as the cycle page heads their checks
+    "tenant_suite": "This organization's held-out feedback",
+    "global_suite": "The global suite: tool calls still valid and right",
+    "hacking": "Reward-hacking detectors",
+}
+
+
 class Cycles(Page):
     roles = {"POST": Role.ADMIN}
 
@@ -49,7 +56,8 @@ class CycleDetail(Page):
         report = cycle.gate_report or {}
         return render(request, "console/cycle.html", {
             "cycle": cycle, "run": cycle.training_run, "live": cycle.status in Cycle.ACTIVE,
-            "checks": report.get("checks", []), "blocked_by": report.get("blocked_by", []),
+            "checks": [{**check, "gate_title": GATES.get(check["gate"], check["gate"])} for check in report.get("checks", [])],
+            "blocked_by": report.get("blocked_by", []),
             "canary": cycle.canary_report, "training_figures": TRAINING_FIGURES,
         })
 

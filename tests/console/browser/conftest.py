@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Page
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 SCREENSHOTS = Path(os.environ.get("CONSOLE_SCREENSHOTS", Path(__file__).resolve().parents[3] / "test-artifacts" / "console"))
@@ -38,7 +39,7 @@ def orm_beside_playwright():
 def screenshot(page):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
-    def take(name: str) -> None:
-        page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
+    def take(name: str, of: Page | None = None) -> None:
+        (of or page).screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
 
     return take

@@ -60,9 +60,12 @@ function drawSteps(figure, data) {
   const chart = new uPlot({
     width: Math.max(240, figure.clientWidth - 8), height: 180,
     series: [{label: "step"}, {label: data.figures[key].title, stroke: COLOURS[1], width: 2, points: {show: data.steps.length <= 60, size: 4}}],
-    axes: [{label: "optimizer step"}, {label: unit, size: 60}],
-    scales: {x: {time: false}},
-    legend: {show: true},
+    axes: [{label: "optimizer step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]}, {label: unit, size: 60}],
+    scales: {
+      x: {time: false},
+      // A share starts at 0; a flat line of zeros is drawn low rather than in the middle of nowhere.
+      y: key === "clip_fraction" ? {range: (u, min, max) => [0, Math.max(0.05, 1.2 * (max ?? 0))]} : {},
+    },
   }, [data.steps, data.series[key]], figure);
   figure.uplot = chart;
 }
