@@ -52,7 +52,7 @@ class TrainingRunSerializer(serializers.Serializer):
     until = serializers.DateTimeField(allow_null=True, help_text="... and up to this one.")
     dataset = serializers.JSONField(allow_null=True, help_text="Examples, off-policy examples, and interactions left out by reason.")
     dataset_sha256 = serializers.CharField(help_text="Hash of the interaction ids, rewards and tokens it trained on.")
-    report = serializers.JSONField(allow_null=True, help_text="The trainer's report: steps, tokens/s, loss, KL, seconds per stage.")
+    report = serializers.JSONField(allow_null=True, help_text="The trainer's report: steps, tokens/s, mean loss and KL, clip fraction, seconds per stage; per_step: step, loss, kl and clip_fraction of each optimizer step.")
     error = serializers.CharField(help_text="Why it failed.")
     attempts = serializers.IntegerField(help_text="Workers that took it up; more than one after a worker died.")
     created_at = serializers.DateTimeField()
