@@ -170,8 +170,9 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
                             staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, fresh_since=last_window_end(run.org),
                             limit=settings.TRAINING_MAX_EXAMPLES)
     run.interaction_ids, run.dataset_sha256 = dataset.interaction_ids, dataset.sha256
+    fresh = [e.reward for e in dataset.examples if not e.replayed]  # what the window's traffic earned, under the run's spec
     run.dataset = {"examples": len(dataset.examples), "off_policy": dataset.off_policy, "replayed": dataset.replayed,
-                   "skipped": dataset.skipped}
+                   "skipped": dataset.skipped, "mean_reward": round(sum(fresh) / len(fresh), 4) if fresh else None}
     _save_if_held(run, "interaction_ids", "dataset_sha256", "dataset")
     if len(dataset.examples) == dataset.replayed:  # none, or only what earlier runs trained on
         raise Conflict(f"Nothing to train on: no interaction since the last run has both feedback and stored tokens "

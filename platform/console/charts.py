@@ -1,6 +1,6 @@
 """The console's plots as uPlot draws them.
 
-The overview's: one x axis of periods (hours, or minutes while the plotted traffic is young),
+The overview's: per training run, the mean reward of what it trained on; and one x axis of periods (hours, or minutes while the plotted traffic is young),
 and per served version one value per period (null where it served nothing) of each plotted
 figure, with the moments a version took over. Built from `tenants.selectors.interactions_by_period`,
 which aggregates in the database. A cycle's: its training run's figures per optimizer step.
@@ -9,6 +9,7 @@ which aggregates in the database. A cycle's: its training run's figures per opti
 from datetime import datetime, timedelta
 
 from tenants.selectors import PLOTTED_FEEDBACK, ServedPeriod
+from training.selectors import RunReward
 
 BASE_MODEL = "base model"
 FIGURES = {  # key -> (title, unit)
@@ -27,7 +28,8 @@ def period_for(first_at: datetime | None, now: datetime) -> str:
     return "minute" if first_at is not None and now - first_at < MINUTES_FOR else "hour"
 
 
-def quality_series(periods: list[ServedPeriod], takeovers: list[tuple[str, datetime]], *, period: str) -> dict:
+def quality_series(periods: list[ServedPeriod], takeovers: list[tuple[str, datetime]], rewards: list[RunReward], *,
+                   period: str) -> dict:
     xs = sorted({p.start for p in periods})
     at = {x: i for i, x in enumerate(xs)}
     versions = sorted({p.adapter or BASE_MODEL for p in periods}, key=_version_order)
@@ -46,6 +48,9 @@ def quality_series(periods: list[ServedPeriod], takeovers: list[tuple[str, datet
         "figures": {key: {"title": title, "unit": unit} for key, (title, unit) in FIGURES.items()},
         "series": series,
         "takeovers": [{"version": name, "at": int(moment.timestamp())} for name, moment in takeovers],
+        # One point per training run, when it finished: the mean reward of its window's traffic.
+        "runs": {"times": [int(r.finished_at.timestamp()) for r in rewards], "mean_reward": [r.mean_reward for r in rewards],
+                 "candidates": [r.candidate for r in rewards], "examples": [r.examples for r in rewards]},
     }
 
 

@@ -75,3 +75,22 @@ def test_hours_before_the_window_are_left_out(acme, acme_viewer):
     old = served(acme.org)
     at(old, datetime.now(timezone.utc) - timedelta(days=15))
     assert acme_viewer.client.get("/console/charts/quality.json").json()["times"] == []
+
+
+def test_the_reward_plot_has_a_point_per_training_run_that_kept_its_mean_reward(acme, globex, acme_viewer, adapters_root):
+    now = django_timezone.now()
+    candidate = registered_adapter(acme.org, adapters_root.parent)
+    for org, finished, dataset, adapter in (
+        (acme.org, now - timedelta(hours=5), {"examples": 40, "mean_reward": -0.25}, None),
+        (acme.org, now - timedelta(hours=2), {"examples": 60, "mean_reward": 0.5}, candidate),
+        (acme.org, now - timedelta(hours=1), {"examples": 10}, None),  # trained before runs kept their mean reward
+        (acme.org, now - timedelta(days=20), {"examples": 10, "mean_reward": 0.1}, None),  # before the window
+        (globex.org, now - timedelta(hours=3), {"examples": 10, "mean_reward": 0.9}, None),  # another organization's
+    ):
+        TrainingRun.objects.create(org=org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner", status=TrainingRun.Status.SUCCEEDED,
+                                   finished_at=finished, dataset=dataset, candidate=adapter)
+    runs = acme_viewer.client.get("/console/charts/quality.json").json()["runs"]
+    assert runs == {"times": [int((now - timedelta(hours=5)).timestamp()), int((now - timedelta(hours=2)).timestamp())],
+                    "mean_reward": [-0.25, 0.5], "candidates": [None, candidate.name], "examples": [40, 60]}
+    table = acme_viewer.client.get("/console/").content.decode()
+    assert "-0.250" in table and "0.500" in table and "0.900" not in table

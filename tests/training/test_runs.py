@@ -16,6 +16,7 @@ from tenants.errors import Conflict
 from tenants.privacy import policy_update
 from tests.factories import RATED_PROMPT, give, make_tenant, rated, requested, served
 from training import runs, schedules
+from training.rewards import interaction_reward, reward_spec_get
 from training.models import TrainingRun, TrainingSchedule
 
 Status = TrainingRun.Status
@@ -33,7 +34,10 @@ def test_a_run_trains_on_its_organizations_feedback_and_registers_one_candidate(
 
     assert done.status == Status.SUCCEEDED and done.attempts == 1 and not done.error
     assert done.interaction_ids == [str(i.pk) for i in own]  # lineage: never another organization's
-    assert done.dataset == {"examples": 2, "off_policy": 0, "replayed": 0, "skipped": {}}
+    spec = reward_spec_get(org=acme.org)
+    rewards = [interaction_reward(spec=spec, events=[(kind, None) for kind in kinds], latency_ms=i.latency_ms)
+               for i, kinds in zip(own, (("edit_persisted",), ("edit_rejected", "dissatisfied_followup")))]
+    assert done.dataset == {"examples": 2, "off_policy": 0, "replayed": 0, "skipped": {}, "mean_reward": round(sum(rewards) / 2, 4)}
     candidate = done.candidate
     assert candidate.status == AdapterVersion.Status.CANDIDATE and candidate.org == acme.org
     assert candidate.parent is None and candidate.dataset_sha256 == done.dataset_sha256

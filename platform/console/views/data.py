@@ -40,6 +40,7 @@ class Overview(Page):
             "cycles": training_selectors.cycles_list(org=org).order_by("-created_at")[:5],
             "alerts": serving_selectors.alerts_list(org=org).filter(acknowledged_at__isnull=True).order_by("-created_at")[:3],
             "period": period, "periods": periods,
+            "rewards": training_selectors.rewards_per_run(org=org, since=timezone.now() - timedelta(days=PLOTTED_DAYS)),
             "policy": privacy.policy_get(org=org),
             "members": selectors.members_list(org=org).count(),
             "keys": selectors.api_keys_list(org=org).filter(revoked_at__isnull=True).count(),
@@ -62,7 +63,8 @@ class QualityChart(Page):
         takeovers = [(adapter.name, adapter.deployed_at) for adapter in serving_selectors.adapters_list(org=org)
                      if adapter.deployed_at is not None and adapter.deployed_at >= timezone.now() - timedelta(days=PLOTTED_DAYS)]
         period, periods = _periods(org)
-        return JsonResponse(quality_series(periods, takeovers, period=period))
+        rewards = training_selectors.rewards_per_run(org=org, since=timezone.now() - timedelta(days=PLOTTED_DAYS))
+        return JsonResponse(quality_series(periods, takeovers, rewards, period=period))
 
 
 class InteractionFilters(forms.Form):

@@ -221,7 +221,7 @@ def test_the_overview_plots_each_served_versions_hours(page: Page, live_server, 
     log_in(page, live_server.url, person(acme, Role.VIEWER).email)
     expect(page.locator(".charts[data-drawn=true]")).to_have_count(1)
     drawn = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll("figure[data-figure]")]
-        .map((figure) => [figure.dataset.figure, figure.uplot.data.slice(1)]))""")
+        .map((figure) => [figure.dataset.figure, figure.uplot?.data.slice(1)]))""")
     assert drawn["edit_persisted"] == [[50.0], [50.0]] and drawn["latency_ms"] == [[115.0], [155.0]]
     expect(page.locator("figure[data-figure=edit_persisted] canvas")).to_have_count(1)
     expect(page.locator("figure[data-figure=edit_persisted] .u-legend")).to_contain_text("acme@v1")

@@ -36,7 +36,7 @@ WATCH_STATUS = """() => {
     window.notReloaded = true;
 }"""
 PLOTTED = """(selector) => Object.fromEntries([...document.querySelectorAll(`${selector} figure[data-figure]`)]
-    .map((figure) => [figure.dataset.figure, figure.uplot.data]))"""
+    .map((figure) => [figure.dataset.figure, figure.uplot?.data]))"""
 
 
 def the_cycle(org) -> Cycle:
@@ -85,6 +85,8 @@ def test_an_admin_watches_a_cycle_and_steers_what_serves(page: Page, browser: Br
     times, *lines = plotted["edit_persisted"]
     assert times and len(lines) == 2 and all(any(y is not None for y in line) for line in lines)  # base model, candidate
     expect(page.locator("figure[data-figure=edit_persisted] .u-legend")).to_contain_text(candidate)
+    run = the_cycle(acme.org).training_run
+    assert plotted["mean_reward"] == [[int(run.finished_at.timestamp())], [run.dataset["mean_reward"]]]
     screenshot("loop-overview")
 
     go(page, "Adapters")

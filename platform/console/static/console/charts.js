@@ -70,7 +70,23 @@ function drawSteps(figure, data) {
   figure.uplot = chart;
 }
 
-const DRAW = {periods: draw, steps: drawSteps};
+function drawRuns(figure, data) {
+  const runs = data.runs;
+  if (!runs.times.length) {
+    figure.insertAdjacentHTML("beforeend", `<p class="hint">No training run in the last 14 days.</p>`);
+    return;
+  }
+  const chart = new uPlot({
+    width: Math.max(280, figure.clientWidth - 8), height: 220,
+    series: [{}, {label: "mean reward", stroke: COLOURS[2], width: 2, points: {show: true, size: 6},
+                  value: (u, v, s, i) => (v == null ? "—" : `${v} (${runs.candidates[i] ?? "no candidate"}, ${runs.examples[i]} examples)`)}],
+    axes: [{}, {label: "reward", size: 60}],
+    scales: {x: {time: true, auto: false, range: () => [runs.times[0] - 600, runs.times[runs.times.length - 1] + 600]}},
+  }, [runs.times, runs.mean_reward], figure);
+  figure.uplot = chart;
+}
+
+const DRAW = {periods: draw, steps: drawSteps, runs: drawRuns};
 
 async function drawAll(root) {
   for (const charts of root.querySelectorAll(".charts[data-src]:not([data-drawn])")) {
@@ -82,7 +98,9 @@ async function drawAll(root) {
       continue;
     }
     const data = await response.json();
-    for (const figure of charts.querySelectorAll("figure[data-figure]")) DRAW[charts.dataset.kind || "periods"](figure, data);
+    for (const figure of charts.querySelectorAll("figure[data-figure]")) {
+      DRAW[figure.dataset.draw || charts.dataset.kind || "periods"](figure, data);
+    }
     charts.dataset.drawn = "true";
   }
 }
