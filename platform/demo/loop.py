@@ -37,6 +37,8 @@ minute), and a canary gets a few rounds of traffic instead of up to a week.
 import argparse
 import json
 import os
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -137,12 +139,14 @@ def main() -> None:
 
 
 def stay_up(url: str) -> None:
+    """Until Ctrl-C or SIGTERM: handled here, since a shell's background job starts with SIGINT ignored."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     print(f"\nThe platform stays up at {url} (console: {url}/console/) until Ctrl-C.", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        print("stopping the platform", flush=True)
+    while not stop.wait(1):
+        pass
+    print("stopping the platform", flush=True)
 
 
 def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, requests: int, seed: int,
