@@ -8,6 +8,8 @@ and can change none of it; another organization's admin gets 404 for every one o
 Its screenshots (loop-*.png) are the README's: see docs/console.md to make them again.
 """
 
+import re
+
 import pytest
 from django.db import connection
 from playwright.sync_api import Browser, Page, expect
@@ -35,6 +37,10 @@ WATCH_STATUS = """() => {
     }).observe(document.body, {subtree: true, childList: true, characterData: true});
     window.notReloaded = true;
 }"""
+# What this test shows is the console, not the gates' power (tests/serving/test_gates.py): wide
+# tolerances, so that the tiny model's noise on the suite never blocks its candidate.
+LENIENT_GATES = {name: 0.3 for name in ("valid_tool_call_rate", "correct_body_rate", "right_call_rate", "invalid_tool_call_rate",
+                                        "ask_rate_on_clear", "edit_rate")} | {"response_length": 1.0, "tenant_preference": 0.5}
 PLOTTED = """(selector) => Object.fromEntries([...document.querySelectorAll(`${selector} figure[data-figure]`)]
     .map((figure) => [figure.dataset.figure, figure.uplot?.data]))"""
 
@@ -48,6 +54,7 @@ def test_an_admin_watches_a_cycle_and_steers_what_serves(page: Page, browser: Br
                                                          serving_settings, cache_clock, tmp_path, screenshot):
     acme, globex = make_tenant("Acme", training_enabled=True), make_tenant("Globex")
     fit_policies_to_the_tiny_model(acme)
+    assert acme.client.put("/api/v1/gate-thresholds", LENIENT_GATES, format="json").status_code == 200
     serve_and_rate(gateway, acme, calls=30)
     admin, viewer = person(acme, Role.ADMIN), person(acme, Role.VIEWER)
     outsider = person(globex, Role.ADMIN, email="admin@globex.example")
@@ -59,7 +66,9 @@ def test_an_admin_watches_a_cycle_and_steers_what_serves(page: Page, browser: Br
         page.get_by_role("button", name="Start a cycle now").click()
         expect(page.get_by_text("A cycle was queued")).to_be_visible()
         page.evaluate(WATCH_STATUS)
-        expect(page.locator("#cycle-status")).to_have_text("Canary", timeout=240_000)
+        expect(page.locator("#cycle-status")).to_have_text(re.compile("Canary|Blocked|Failed"), timeout=240_000)
+        cycle = the_cycle(acme.org)
+        assert cycle.status == Cycle.Status.CANARY, (cycle.error, [c for c in (cycle.gate_report or {}).get("checks", []) if not c["passed"]])
         expect(page.locator("#training-charts[data-drawn=true]")).to_have_count(1)
         steps = the_cycle(acme.org).training_run.report["steps"]
         trained = page.evaluate(PLOTTED, "#training-charts")
