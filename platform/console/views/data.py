@@ -33,14 +33,15 @@ class Overview(Page):
         org = request.principal.org
         used, quota = storage_usage(org=org)
         route = serving_selectors.route_get(org=org)
-        period, periods = _periods(org)
+        since = _plotted_since()
+        period, periods = _periods(org, since)
         return render(request, "console/overview.html", {
             "route": route,
             "canary_cycle": training_selectors.cycles_list(org=org).filter(status=Cycle.Status.CANARY).first(),
             "cycles": training_selectors.cycles_list(org=org).order_by("-created_at")[:5],
             "alerts": serving_selectors.alerts_list(org=org).filter(acknowledged_at__isnull=True).order_by("-created_at")[:3],
             "period": period, "periods": periods,
-            "rewards": training_selectors.rewards_per_run(org=org, since=timezone.now() - timedelta(days=PLOTTED_DAYS)),
+            "rewards": training_selectors.rewards_per_run(org=org, since=since),
             "policy": privacy.policy_get(org=org),
             "members": selectors.members_list(org=org).count(),
             "keys": selectors.api_keys_list(org=org).filter(revoked_at__isnull=True).count(),
@@ -48,10 +49,12 @@ class Overview(Page):
         })
 
 
-def _periods(org) -> tuple[str, list]:
-    now = timezone.now()
-    since = now - timedelta(days=PLOTTED_DAYS)
-    period = period_for(selectors.first_interaction_at(org=org, since=since), now)
+def _plotted_since():
+    return timezone.now() - timedelta(days=PLOTTED_DAYS)
+
+
+def _periods(org, since) -> tuple[str, list]:
+    period = period_for(selectors.first_interaction_at(org=org, since=since), timezone.now())
     return period, selectors.interactions_by_period(org=org, since=since, period=period)
 
 
@@ -59,11 +62,11 @@ class QualityChart(Page):
     """The overview's plots' data (console/charts.py), for its script to draw."""
 
     def get(self, request):
-        org = request.principal.org
+        org, since = request.principal.org, _plotted_since()
         takeovers = [(adapter.name, adapter.deployed_at) for adapter in serving_selectors.adapters_list(org=org)
-                     if adapter.deployed_at is not None and adapter.deployed_at >= timezone.now() - timedelta(days=PLOTTED_DAYS)]
-        period, periods = _periods(org)
-        rewards = training_selectors.rewards_per_run(org=org, since=timezone.now() - timedelta(days=PLOTTED_DAYS))
+                     if adapter.deployed_at is not None and adapter.deployed_at >= since]
+        period, periods = _periods(org, since)
+        rewards = training_selectors.rewards_per_run(org=org, since=since)
         return JsonResponse(quality_series(periods, takeovers, rewards, period=period))
 
 
