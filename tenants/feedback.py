@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.lookups import Exact
 from django.utils import timezone
 
 from tenants.errors import Conflict, InvalidInput, NotFound
@@ -228,13 +229,15 @@ def _insert(org: Organization, new_events: list[tuple[uuid.UUID, FeedbackIn]], n
 
 
 def _mark_seen(org: Organization, events: list[FeedbackIn]) -> None:
-    """Set each interaction's bit of each kind it now has feedback of: one UPDATE per kind."""
+    """Set each interaction's bit of each kind it now has feedback of: one UPDATE per kind, which
+    leaves rows that have the bit already (a second edit_persisted, say) unwritten."""
     by_kind: dict[str, set[uuid.UUID]] = {}
     for event in events:
         by_kind.setdefault(event.type, set()).add(event.interaction_id)
     for kind, interaction_ids in by_kind.items():
         bit = feedback_bit(kind)
-        Interaction.objects.for_org(org).filter(pk__in=interaction_ids).update(feedback_seen=F("feedback_seen").bitor(bit))
+        unmarked = Exact(F("feedback_seen").bitand(bit), 0)
+        Interaction.objects.for_org(org).filter(unmarked, pk__in=interaction_ids).update(feedback_seen=F("feedback_seen").bitor(bit))
 
 
 def _require_targets_exist(org: Organization, events: list[FeedbackIn]) -> None:

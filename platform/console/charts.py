@@ -1,9 +1,10 @@
 """The console's plots as uPlot draws them.
 
-The overview's: per training run, the mean reward of what it trained on; and one x axis of periods (hours, or minutes while the plotted traffic is young),
+The overview's: one x axis of periods (hours, or minutes while the plotted traffic is young)
 and per served version one value per period (null where it served nothing) of each plotted
-figure, with the moments a version took over. Built from `tenants.selectors.interactions_by_period`,
-which aggregates in the database. A cycle's: its training run's figures per optimizer step.
+figure, with the moments a version took over, from `tenants.selectors.interactions_by_period`
+(which aggregates in the database); and per training run the mean reward of what it trained on.
+A cycle's: its training run's figures per optimizer step.
 """
 
 from datetime import datetime, timedelta
@@ -45,13 +46,17 @@ def quality_series(periods: list[ServedPeriod], takeovers: list[tuple[str, datet
         "period_seconds": PERIOD_SECONDS[period],
         "times": [int(x.timestamp()) for x in xs],
         "versions": versions,
-        "figures": {key: {"title": title, "unit": unit} for key, (title, unit) in FIGURES.items()},
+        "figures": _titled(FIGURES),
         "series": series,
         "takeovers": [{"version": name, "at": int(moment.timestamp())} for name, moment in takeovers],
         # One point per training run, when it finished: the mean reward of its window's traffic.
         "runs": {"times": [int(r.finished_at.timestamp()) for r in rewards], "mean_reward": [r.mean_reward for r in rewards],
                  "candidates": [r.candidate for r in rewards], "examples": [r.examples for r in rewards]},
     }
+
+
+def _titled(figures: dict[str, tuple[str, str]]) -> dict:
+    return {key: {"title": title, "unit": unit} for key, (title, unit) in figures.items()}
 
 
 def _version_order(name: str) -> tuple[int, int]:
@@ -75,6 +80,6 @@ def training_series(report: dict | None) -> dict:
     per_step = (report or {}).get("per_step") or {}
     return {
         "steps": per_step.get("step", []),
-        "figures": {key: {"title": title, "unit": unit} for key, (title, unit) in TRAINING_FIGURES.items()},
+        "figures": _titled(TRAINING_FIGURES),
         "series": {key: per_step.get(key, []) for key in TRAINING_FIGURES},
     }
