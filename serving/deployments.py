@@ -10,6 +10,7 @@ two deployments back are unloaded (they have long been drained by then).
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -35,13 +36,20 @@ def replica_urls() -> list[str]:
 
 
 def adapter_load_everywhere(adapter: AdapterVersion) -> None:
-    """Make `adapter` servable on every replica (a replica that has it already is left alone)."""
+    """Make `adapter` servable on every live replica, or on none: if a replica that answers
+    fails to load it, it is unloaded again from those that just took it. A replica that does
+    not answer is skipped; the gateways give it every routed adapter before it serves again
+    (gateway/replicas.py)."""
     path = adapter_files(adapter)
-    failures = []
+    loaded, down, failures = [], [], []
 
     def load(url: str) -> None:
         try:
             loaded_from = vllm_client.served_roots(url).get(adapter.name)
+        except vllm_client.VllmError as error:
+            (down if error.status is None else failures).append(f"{url}: {error}")
+            return
+        try:
             if loaded_from is not None and loaded_from != str(path):
                 # The name serves other files: a deleted organization's, whose slug was taken
                 # again while this replica was unreachable. Never serve them under this name.
@@ -49,16 +57,30 @@ def adapter_load_everywhere(adapter: AdapterVersion) -> None:
                 loaded_from = None
             if loaded_from is None:
                 vllm_client.load_adapter(url, name=adapter.name, path=path)
+                loaded.append(url)
         except vllm_client.VllmError as error:
             failures.append(f"{url}: {error}")
 
     urls = replica_urls()
-    with ThreadPoolExecutor(max_workers=max(1, len(urls))) as pool:
-        list(pool.map(load, urls))
     if not urls:
         raise ReplicaFailed("No vLLM replicas are configured (PLATFORM_VLLM_URLS).")
+    with ThreadPoolExecutor(max_workers=len(urls)) as pool:
+        list(pool.map(load, urls))
     if failures:
-        raise ReplicaFailed(f"{adapter.name} could not be loaded on every replica; routing is unchanged.", details=failures)
+        _unload_from(loaded, adapter.name)
+        raise ReplicaFailed(f"{adapter.name} could not be loaded on every live replica; routing is unchanged.", details=failures + down)
+    if len(down) == len(urls):
+        raise ReplicaFailed(f"No vLLM replica answers; {adapter.name} was not loaded and routing is unchanged.", details=down)
+    for replica in down:
+        log.warning("%s was not loaded on a replica that does not answer; it gets it before it serves again. %s", adapter.name, replica)
+
+
+def _unload_from(urls: list[str], name: str) -> None:
+    for url in urls:
+        try:
+            vllm_client.unload_adapter(url, name=name)
+        except vllm_client.VllmError as error:
+            log.warning("could not unload %s from %s again: %s", name, url, error)
 
 
 def adapter_deploy(*, adapter: AdapterVersion, actor: str) -> Route:
@@ -181,15 +203,24 @@ def adapters_unload_drained(*, org: Organization) -> None:
 
 
 def adapters_sync() -> int:
-    """Load every organization's routed versions (and rollback targets) into every replica:
-    what a fresh or restarted replica needs before it takes traffic. Returns how many."""
+    """Load every routed version into every replica. Returns how many."""
+    adapters = _routed()
+    for adapter in adapters:
+        adapter_load_everywhere(adapter)
+    return len(adapters)
+
+
+def routed_adapters() -> dict[str, Path]:
+    """What a replica must hold before it takes traffic, by served name: the files of every
+    organization's serving and canary versions and of the versions a rollback returns to."""
+    return {adapter.name: adapter_files(adapter) for adapter in _routed()}
+
+
+def _routed() -> list[AdapterVersion]:
     routed = AdapterVersion.objects.across_orgs().filter(
         status__in=(AdapterVersion.Status.SERVING, AdapterVersion.Status.CANARY)
     ).select_related("replaced", "org")
-    adapters = {a.pk: a for a in routed} | {a.replaced.pk: a.replaced for a in routed if a.replaced}
-    for adapter in adapters.values():
-        adapter_load_everywhere(adapter)
-    return len(adapters)
+    return list(({a.pk: a for a in routed} | {a.replaced.pk: a.replaced for a in routed if a.replaced}).values())
 
 
 def _locked_route(org: Organization) -> Route:

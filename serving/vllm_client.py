@@ -110,6 +110,21 @@ async def load_adapter_on(client: httpx.AsyncClient, base_url: str, *, name: str
         raise refusal(response, what=name)
 
 
+async def served_roots_on(client: httpx.AsyncClient, base_url: str, *, timeout: float) -> dict[str, str]:
+    """`served_roots` for the gateway's watcher: raises httpx's errors when vLLM does not answer,
+    VllmError when it refuses."""
+    response = await client.get(_url(base_url, MODELS), timeout=timeout)
+    if response.is_error:
+        raise refusal(response)
+    return {model["id"]: model.get("root", "") for model in response.json()["data"]}
+
+
+async def unload_adapter_on(client: httpx.AsyncClient, base_url: str, *, name: str) -> None:
+    response = await client.post(_url(base_url, UNLOAD_ADAPTER), json={"lora_name": name})
+    if response.is_error:
+        raise refusal(response, what=name)
+
+
 # Shared by both -------------------------------------------------------------------------------
 
 def refusal(response: httpx.Response, *, what: str | None = None) -> VllmError:

@@ -1,19 +1,17 @@
-"""The gateway's side of the vLLM replicas: pick one, send the completion, heal a replica
-that lost an adapter, and turn every way vLLM can fail into the client's error: a refusal,
-a connection refused, a timeout, an answer broken off while it is read.
+"""The gateway's side of the vLLM replicas: send the completion to one in rotation
+(replicas.py), heal a replica that lost an adapter, and turn every way vLLM can fail into the
+client's error: a refusal, a connection refused, a timeout, an answer broken off while it is read.
 
-Requests go to the replica with the fewest of this process's requests in flight; one that
-refuses connections is skipped for a few seconds. A replica answering "no such model" for
-a routed adapter has restarted since the deployment: the adapter is loaded again and the
-request retried once. What is said to vLLM, and how its refusals read, is vllm_client's.
+A request that could not connect is sent to the next replica (it never started). A replica
+answering "no such model" for a routed adapter has restarted since the deployment and before
+the watcher noticed: the adapter is loaded again and the request retried once. What is said to
+vLLM, and how its refusals read, is vllm_client's.
 """
 
 import asyncio
 import json
 import logging
-import time
 import weakref
-from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
@@ -21,15 +19,15 @@ import httpx
 from django.conf import settings
 
 from serving import vllm_client
+from serving.deployments import routed_adapters
+from serving.gateway.database import in_db_thread
 from serving.gateway.protocol import InvalidRequest, UpstreamUnavailable
+from serving.gateway.replicas import Replica, Rotation
 from serving.routing import Target
 
 log = logging.getLogger(__name__)
 
-DOWN_FOR_S = 5.0  # how long a replica that refused a connection is tried last
-
-_in_flight: Counter[str] = Counter()
-_down_until: dict[str, float] = {}
+_rotations: dict[tuple[str, ...], Rotation] = {}  # by the configured replicas' URLs
 # httpx clients are bound to the event loop that made them; tests run several loops.
 _clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
 
@@ -58,11 +56,11 @@ async def completion(body: dict, target: Target) -> AsyncIterator[Completion]:
     """vLLM's answer to a chat completion (streamed or not), the caller's to read. Raises a
     GatewayError before yielding when no replica serves it."""
     with _broken_off("response"):
-        url, response = await _send(body, target)
+        replica, response = await _send(body, target)
     try:
         yield Completion(response)
     finally:
-        _in_flight[url] -= 1
+        replica.in_flight -= 1
         with _broken_off("response"):
             await response.aclose()
 
@@ -75,26 +73,30 @@ def _broken_off(what: str) -> Iterator[None]:
         raise UpstreamUnavailable(f"The model server broke off the {what}: {error!r}") from None
 
 
-async def _send(body: dict, target: Target) -> tuple[str, httpx.Response]:
-    urls = _replicas_in_order()
-    if not urls:
+async def _send(body: dict, target: Target) -> tuple[Replica, httpx.Response]:
+    if not settings.SERVING_VLLM_URLS:
         raise UpstreamUnavailable("No vLLM replicas are configured for this platform.")
-    for url in urls:
-        _in_flight[url] += 1  # counted while waiting too: vLLM answers a non-streamed call at its end
+    for replica in await rotation().in_order():
+        replica.in_flight += 1  # counted while waiting too: vLLM answers a non-streamed call at its end
         try:
-            response = await _answer(url, body, target)
+            response = await _answer(replica.url, body, target)
         except BaseException as error:
-            _in_flight[url] -= 1
-            if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
-                _down_until[url] = time.monotonic() + DOWN_FOR_S
-                log.warning("vLLM replica %s refused the connection; trying the next one", url)
+            replica.in_flight -= 1
+            if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):  # never started: the next one
+                rotation().refused(replica)
                 continue
             if isinstance(error, httpx.TimeoutException):
                 raise UpstreamUnavailable(f"The model did not answer within {settings.SERVING_UPSTREAM_TIMEOUT_S} s.") from None
             raise
-        _down_until.pop(url, None)
-        return url, response
-    raise UpstreamUnavailable("No vLLM replica is reachable right now; retry shortly.")
+        return replica, response
+    raise UpstreamUnavailable("No vLLM replica is ready right now; retry shortly.")
+
+
+def rotation() -> Rotation:
+    urls = tuple(settings.SERVING_VLLM_URLS)
+    if urls not in _rotations:
+        _rotations[urls] = Rotation(list(urls), client=_client, routed=lambda: in_db_thread(routed_adapters))
+    return _rotations[urls]
 
 
 async def _answer(url: str, body: dict, target: Target) -> httpx.Response:
@@ -127,12 +129,6 @@ def _client_error(refused: vllm_client.VllmError) -> Exception:
         return InvalidRequest(refused.detail)
     log.error("vLLM answered %s: %s", refused.status, refused.detail)
     return UpstreamUnavailable(f"The model server failed ({refused.status}); retry shortly.")
-
-
-def _replicas_in_order() -> list[str]:
-    now = time.monotonic()
-    urls = [url.rstrip("/") for url in settings.SERVING_VLLM_URLS]
-    return sorted(urls, key=lambda url: (_down_until.get(url, 0.0) > now, _in_flight[url]))
 
 
 def _client() -> httpx.AsyncClient:

@@ -77,16 +77,36 @@ def test_the_replaced_version_stays_loaded_and_older_ones_are_unloaded(gateway, 
     assert {versions[1].name, versions[2].name} <= loaded and versions[0].name not in loaded
 
 
-def test_a_replica_failing_mid_deploy_leaves_routing_on_the_old_version(gateway, acme, vllm, settings):
+def test_a_replica_that_is_down_is_skipped_and_the_live_ones_get_the_version(gateway, acme, vllm, settings):
     old, new = candidate(vllm, acme.org, 1), candidate(vllm, acme.org, 2)
     adapter_deploy(adapter=old, actor="test")
     settings.SERVING_VLLM_URLS = [vllm.url, f"http://127.0.0.1:{free_port()}"]
-    with pytest.raises(ReplicaFailed):
+    adapter_deploy(adapter=new, actor="test")
+    assert registry.route_of(org=acme.org).serving == new
+    assert served(gateway, acme) == new.name  # the dead replica is out of the gateway's rotation
+
+
+def test_a_live_replica_refusing_the_version_leaves_routing_on_the_old_one_and_no_replica_with_it(gateway, acme, vllm, settings, monkeypatch):
+    old, new = candidate(vllm, acme.org, 1), candidate(vllm, acme.org, 2)
+    adapter_deploy(adapter=old, actor="test")
+    refusing = "http://127.0.0.1:1"  # answers, but has no room for another adapter
+    settings.SERVING_VLLM_URLS = [vllm.url, refusing]
+    served_roots, load_adapter = vllm_client.served_roots, vllm_client.load_adapter
+    monkeypatch.setattr(vllm_client, "served_roots", lambda url, *a, **k: {} if url == refusing else served_roots(url, *a, **k))
+
+    def load(url, **adapter):
+        if url == refusing:
+            raise vllm_client.VllmError("HTTP 500 out of memory", status=500, detail="out of memory")
+        load_adapter(url, **adapter)
+
+    monkeypatch.setattr(vllm_client, "load_adapter", load)
+    with pytest.raises(ReplicaFailed) as failed:
         adapter_deploy(adapter=new, actor="test")
+    assert refusing in str(failed.value.details)
     assert registry.route_of(org=acme.org).serving == old
     new.refresh_from_db()
     assert new.status == "candidate"
-    assert served(gateway, acme) == old.name  # the dead replica is skipped
+    assert new.name not in vllm_client.served_models(vllm.url)  # every live replica or none
 
 
 def test_a_blocked_version_is_never_deployed(gateway, acme, vllm):

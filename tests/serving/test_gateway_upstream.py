@@ -11,6 +11,7 @@ import pytest
 
 from serving.gateway import upstream
 from serving.gateway.protocol import InvalidRequest, UpstreamUnavailable
+from serving.gateway.replicas import Rotation
 from serving.routing import Target
 
 ADAPTER = Target(name="acme@v1", adapter_path=Path("adapters/acme/v1"))
@@ -28,17 +29,32 @@ class Replicas:
     answers: dict = field(default_factory=dict)  # by replica url: what answers each request sent to it
     sent: list[tuple[str, str]] = field(default_factory=list)  # (replica url, path) of each request, in order
 
+    dead: set[str] = field(default_factory=set)  # replicas that refuse every connection
+
     def handle(self, request: httpx.Request) -> httpx.Response:
-        self.sent.append((f"{request.url.scheme}://{request.url.host}", request.url.path))
-        return self.answers[self.sent[-1][0]](request)
+        url = f"{request.url.scheme}://{request.url.host}"
+        if url in self.dead and request.url.path == "/v1/models":
+            raise httpx.ConnectError("connection refused", request=request)
+        if request.url.path == "/v1/models":  # the rotation's looks: every replica answers, serving nothing routed
+            return httpx.Response(200, json={"data": [{"id": "base", "root": "/models/base"}]})
+        self.sent.append((url, request.url.path))
+        if url in self.dead:
+            raise httpx.ConnectError("connection refused", request=request)
+        return self.answers[url](request)
 
 
 @pytest.fixture
 def replicas(settings, monkeypatch) -> Replicas:
     settings.SERVING_VLLM_URLS = ["http://one", "http://two"]
-    monkeypatch.setattr(upstream, "_down_until", {})
     scripted = Replicas()
-    monkeypatch.setattr(upstream, "_client", lambda: httpx.AsyncClient(transport=httpx.MockTransport(scripted.handle)))
+    client = lambda: httpx.AsyncClient(transport=httpx.MockTransport(scripted.handle))  # noqa: E731
+    monkeypatch.setattr(upstream, "_client", client)
+
+    async def nothing_routed():
+        return {}
+
+    rotation = Rotation(settings.SERVING_VLLM_URLS, client=client, routed=nothing_routed)
+    monkeypatch.setattr(upstream, "rotation", lambda: rotation)
     return scripted
 
 
@@ -97,15 +113,20 @@ def test_an_adapter_that_cannot_be_loaded_again_is_unavailable(replicas):
         served()
 
 
-def test_a_replica_that_refuses_connections_is_passed_over(replicas):
+def test_a_request_that_could_not_connect_goes_to_the_next_replica_which_takes_the_traffic_from_then_on(replicas):
+    answering = lambda request: httpx.Response(200, json={"choices": []})  # noqa: E731
+    replicas.answers["http://one"] = replicas.answers["http://two"] = answering
 
-    def down(request):
-        raise httpx.ConnectError("connection refused", request=request)
+    async def three_requests_and_one_dies_after_the_first():
+        async with upstream.completion(BODY, ADAPTER) as completion:
+            await completion.payload()
+        replicas.dead.add("http://one")
+        for _ in range(2):
+            async with upstream.completion(BODY, ADAPTER) as completion:
+                assert await completion.payload() == {"choices": []}
 
-    replicas.answers["http://one"], replicas.answers["http://two"] = down, lambda request: httpx.Response(200, json={"choices": []})
-    assert served() == {"choices": []}
-    assert [url for url, _ in replicas.sent] == ["http://one", "http://two"]
-    assert served() == {"choices": []} and [url for url, _ in replicas.sent][2:] == ["http://two"]  # tried last for a while
+    asyncio.run(three_requests_and_one_dies_after_the_first())
+    assert [url for url, _ in replicas.sent] == ["http://one", "http://one", "http://two", "http://two"]
 
 
 @pytest.mark.parametrize(("read", "what"), [(whole, "response"), (streamed, "stream")])

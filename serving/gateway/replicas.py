@@ -1,0 +1,126 @@
+"""The vLLM replicas as one gateway process sees them: which take traffic, in what order.
+
+A replica takes traffic only while it answers and holds every routed adapter. A watcher on
+the gateway's event loop asks each replica what it serves (GET /v1/models) every second. One
+that refuses the connection, or fails to answer twice running, leaves the rotation; so does one
+that refuses a request's connection. One that answers again, or turns out to lack a routed
+adapter (it restarted between two looks), is given every routed adapter first and comes back
+only then. Requests go to the replica in rotation with the fewest of this process's requests in
+flight.
+
+Each gateway process keeps its own view; loading an adapter twice (two processes noticing
+the same restart) is harmless.
+"""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from serving import vllm_client
+
+log = logging.getLogger(__name__)
+
+LOOK_EVERY_S = 1.0
+LOOK_TIMEOUT_S = 2.0
+MISSED_LOOKS_TO_LEAVE = 2  # a replica too busy to answer once is not dropped for it
+
+Routed = dict[str, Path]  # served name -> the adapter's files
+
+
+@dataclass(eq=False)
+class Replica:
+    url: str
+    in_flight: int = 0
+    in_rotation: bool = False
+    missed_looks: int = 0
+
+    def leave(self, why: str) -> None:
+        if self.in_rotation:
+            log.warning("vLLM replica %s leaves the rotation: %s", self.url, why)
+        self.in_rotation = False
+
+
+class Rotation:
+    def __init__(self, urls: list[str], *, client: Callable[[], httpx.AsyncClient], routed: Callable[[], Awaitable[Routed]]):
+        self.replicas = [Replica(url.rstrip("/")) for url in urls]
+        self._client, self._routed = client, routed
+        self._watcher: asyncio.Task | None = None
+        self._first_look = asyncio.Event()
+
+    async def in_order(self) -> list[Replica]:
+        """The replicas taking traffic, least busy first (after the first look at them)."""
+        await self._watching()
+        return sorted((replica for replica in self.replicas if replica.in_rotation), key=lambda replica: replica.in_flight)
+
+    def refused(self, replica: Replica) -> None:
+        """A request could not connect to `replica`: out until the watcher sees it answer."""
+        replica.missed_looks = MISSED_LOOKS_TO_LEAVE
+        replica.leave("it refused a request's connection")
+
+    async def look(self) -> None:
+        """Look at every replica once: who answers, who lacks what."""
+        try:
+            routed = await self._routed()
+        except Exception as error:  # the database is down: nobody joins, nobody is dropped for it
+            log.warning("Could not read the routed adapters; the replicas' rotation stays as it is: %s", error)
+            routed = None
+        await asyncio.gather(*(self._look_at(replica, routed) for replica in self.replicas))
+
+    async def _look_at(self, replica: Replica, routed: Routed | None) -> None:
+        try:
+            served = await vllm_client.served_roots_on(self._client(), replica.url, timeout=LOOK_TIMEOUT_S)
+        except (httpx.HTTPError, vllm_client.VllmError, ValueError, KeyError) as error:
+            replica.missed_looks = MISSED_LOOKS_TO_LEAVE if isinstance(error, httpx.ConnectError) else replica.missed_looks + 1
+            if replica.missed_looks >= MISSED_LOOKS_TO_LEAVE:
+                replica.leave(f"it does not answer ({error!r})")
+            return
+        replica.missed_looks = 0
+        if routed is None:
+            return
+        missing = {name: path for name, path in routed.items() if served.get(name) != str(path)}
+        if missing:
+            replica.leave(f"it lacks {len(missing)} routed adapter(s) (restarted?)")
+            if not await self._load(replica, missing, served):
+                return
+        if not replica.in_rotation:
+            log.info("vLLM replica %s joins the rotation", replica.url)
+            replica.in_rotation = True
+
+    async def _load(self, replica: Replica, missing: Routed, served: dict[str, str]) -> bool:
+        try:
+            for name, path in missing.items():
+                if name in served:  # the name serves other files (a deleted organization's slug taken again)
+                    await vllm_client.unload_adapter_on(self._client(), replica.url, name=name)
+                await vllm_client.load_adapter_on(self._client(), replica.url, name=name, path=path)
+        except vllm_client.VllmError as refused:
+            if "already" not in refused.detail:  # another gateway process loaded it meanwhile: looked at again next time
+                log.error("vLLM replica %s could not load the routed adapters; it stays out: %s", replica.url, refused)
+            return False
+        except httpx.HTTPError as error:
+            log.warning("vLLM replica %s went away while it was given its adapters: %r", replica.url, error)
+            return False
+        return True
+
+    async def _watching(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._watcher is None or self._watcher.done() or self._watcher.get_loop() is not loop:
+            self._first_look = asyncio.Event()
+            self._watcher = loop.create_task(self._watch())
+        await self._first_look.wait()
+
+    async def _watch(self) -> None:
+        while True:
+            try:
+                await self.look()
+            except Exception:
+                log.exception("Looking at the vLLM replicas failed")
+            self._first_look.set()
+            await asyncio.sleep(LOOK_EVERY_S)
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
