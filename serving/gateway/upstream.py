@@ -2,7 +2,8 @@
 (replicas.py), heal a replica that lost an adapter, and turn every way vLLM can fail into the
 client's error: a refusal, a connection refused, a timeout, an answer broken off while it is read.
 
-A request that could not connect is sent to the next replica (it never started). A replica
+A request that a replica did not answer at all (no connection, or closed without a word) is
+sent to the next one: nothing of it was served or recorded. A replica
 answering "no such model" for a routed adapter has restarted since the deployment and before
 the watcher noticed: the adapter is loaded again and the request retried once. What is said to
 vLLM, and how its refusals read, is vllm_client's.
@@ -82,7 +83,8 @@ async def _send(body: dict, target: Target) -> tuple[Replica, httpx.Response]:
             response = await _answer(replica.url, body, target)
         except BaseException as error:
             replica.in_flight -= 1
-            if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):  # never started: the next one
+            if _unanswered(error):  # nothing came back, so nothing was served or recorded: the next one
+                log.warning("vLLM replica %s did not take the request (%r); trying the next one", replica.url, error)
                 rotation().refused(replica)
                 continue
             if isinstance(error, httpx.TimeoutException):
@@ -90,6 +92,13 @@ async def _send(body: dict, target: Target) -> tuple[Replica, httpx.Response]:
             raise
         return replica, response
     raise UpstreamUnavailable("No vLLM replica is ready right now; retry shortly.")
+
+
+def _unanswered(error: BaseException) -> bool:
+    """The replica could not be reached, or closed the connection without an answer (it died,
+    or a pooled connection to it was stale). A replica that is only slow (a read timeout) is
+    not asked again elsewhere: that would double the load that made it slow."""
+    return isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError))
 
 
 def rotation() -> Rotation:

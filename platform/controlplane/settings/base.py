@@ -312,4 +312,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # One line per request the gateway sends vLLM (and per look at a replica) says nothing a
+    # failure would not, and costs the gateway's hot path.
+    "loggers": {"httpx": {"level": "WARNING"}},
 }
