@@ -38,10 +38,18 @@ class Replica:
     in_rotation: bool = False
     missed_looks: int = 0
 
+    last_error: str = ""
+
     def leave(self, why: str) -> None:
         if self.in_rotation:
             log.warning("vLLM replica %s leaves the rotation: %s", self.url, why)
         self.in_rotation = False
+
+    def unanswered(self, error: Exception) -> None:
+        """Say why a replica out of the rotation stays out, once per kind of failure."""
+        if not self.in_rotation and type(error).__name__ != self.last_error:
+            log.info("vLLM replica %s stays out of the rotation: %r", self.url, error)
+        self.last_error = type(error).__name__
 
 
 class Rotation:
@@ -77,8 +85,9 @@ class Rotation:
             replica.missed_looks = MISSED_LOOKS_TO_LEAVE if isinstance(error, httpx.ConnectError) else replica.missed_looks + 1
             if replica.missed_looks >= MISSED_LOOKS_TO_LEAVE:
                 replica.leave(f"it does not answer ({error!r})")
+            replica.unanswered(error)
             return
-        replica.missed_looks = 0
+        replica.missed_looks, replica.last_error = 0, ""
         if routed is None:
             return
         missing = {name: path for name, path in routed.items() if served.get(name) != str(path)}

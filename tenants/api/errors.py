@@ -3,8 +3,11 @@
 `details` holds per-field or per-item problems (the index of each bad event of a batch).
 """
 
+import logging
+
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -12,6 +15,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from tenants.api.serializers import first_error_message
 from tenants.errors import Conflict, DomainError, Forbidden, InvalidInput, NotFound, QuotaExceeded, Unavailable
+
+log = logging.getLogger(__name__)
 
 DOMAIN_STATUS = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
@@ -37,6 +42,10 @@ def error_body(code: str, message: str, details=None) -> dict:
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, (OperationalError, InterfaceError)):  # down, restarting, unreachable: not the request's fault
+        log.warning("The tenant API's database call failed: %s", exc)
+        return Response(error_body("database_unavailable", "The platform's database is unavailable; nothing was applied. Retry shortly."),
+                        status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "2"})
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.details), status=_domain_status(exc))
     if isinstance(exc, RequestDataTooBig):

@@ -99,6 +99,8 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = _SQLITE_OPTIONS
+else:  # a database that does not answer fails the request in seconds (503), not at the client's timeout
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3, minimum=1))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -284,6 +286,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     else {}
 )
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A task a worker took but did not finish (it died) goes back to the queue after this long;
+    # longer than any task runs, so a slow task is not run twice. Training runs also have
+    # leases and the training tick resends the ones whose worker died (PLATFORM_TRAINING_LEASE_S).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("PLATFORM_TASK_VISIBILITY_S", 3 * 3600, minimum=60)}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
