@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -123,11 +124,29 @@ def kill(cluster: RunningCluster, fault: Fault, *, recover_s: float) -> None:
         fault.back_after_s = wait_until(lambda: not alive(pid) and len(_children(cluster.service("web")["pid"])) >= 2,
                                         timeout=recover_s, what="a new gateway worker")
         return
-    pid = cluster.service(fault.service)["pid"]
+    service = cluster.service(fault.service)
     fault.killed_at = time.monotonic()
-    os.killpg(pid, signal.SIGKILL)
-    fault.back_after_s = wait_until(lambda: cluster.service(fault.service)["pid"] != pid, timeout=recover_s,
-                                    what=f"{fault.service} started again")
+    os.killpg(service["pid"], signal.SIGKILL)
+    fault.back_after_s = wait_until(lambda: cluster.service(fault.service)["pid"] != service["pid"] and _serving(service),
+                                    timeout=recover_s, what=f"{fault.service} serving again")
+
+
+def _serving(service: dict) -> bool:
+    """The service answers again: vLLM's health check, a connection for PostgreSQL and Redis."""
+    url = service.get("url")
+    if url is None:
+        return True
+    if service["kind"] == "vllm":
+        try:
+            return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _children(pid: int) -> list[int]:
@@ -143,9 +162,12 @@ def api(cluster: RunningCluster, key: str, method: str, path: str, **kwargs) -> 
 
 def train_and_kill_the_worker_mid_run(cluster: RunningCluster, key: str, fault: Fault, *, recover_s: float) -> str:
     started = api(cluster, key, "POST", "training-runs", json={})
-    if started.status_code not in (200, 201, 202):
+    if started.status_code == 409 and "active_run" in started.text:  # the schedule started one already
+        run_id = started.json()["error"]["details"]["active_run"]
+    elif started.status_code in (200, 201, 202):
+        run_id = started.json()["id"]
+    else:
         raise RuntimeError(f"could not start a training run: {started.status_code} {started.text}")
-    run_id = started.json()["id"]
     wait_until(lambda: api(cluster, key, "GET", f"training-runs/{run_id}").json()["status"] == "running", timeout=recover_s,
                what="the training run running")
     time.sleep(3)  # mid-run: some steps done

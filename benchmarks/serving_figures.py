@@ -145,6 +145,7 @@ def main() -> None:
     parser.add_argument("--layout", choices=("pinned", "shared"), default="pinned",
                         help="pinned: vLLM on all cores but the last, the gateway on the last (as on separate "
                              "machines); shared: both on every core")
+    parser.add_argument("--only-gateway", action="store_true", help="only figure 1 (gateway vs. vLLM directly)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -154,6 +155,9 @@ def main() -> None:
         run(up.gateway_url, orgs[0][1], ["default"], requests=16, concurrency=4)  # warm-up: first requests compile
         results = {"gateway_vs_direct": gateway_vs_direct(up.vllm_url, up.gateway_url, orgs[0][1], args.requests, args.concurrency,
                                                           up.web_pid)}
+        if args.only_gateway:
+            print(json.dumps(results, indent=None if args.json else 2))
+            return
         adapters = []
         for i, (org, _) in enumerate(orgs[:8]):
             adapter = registry.adapter_register(org=org, source_dir=random_lora(up.base_dir, workdir / f"lora-{i}", seed=i, base_name=BASE_NAME))

@@ -121,9 +121,19 @@ def _interaction_context(org: Organization, interaction_id) -> bytes:
 
 
 def interaction_content_seal(*, interaction: Interaction, payload: dict) -> None:
-    interaction.content, interaction.content_key_version = content_seal(
-        org=interaction.org, context=_interaction_context(interaction.org, interaction.pk), payload=payload
-    )
+    interactions_content_seal([(interaction, payload)])
+
+
+def interactions_content_seal(sealing: list[tuple[Interaction, dict]]) -> None:
+    """Seal each interaction's payload into its content, the active version read (and
+    share-locked) once per organization: a group of recordings in one transaction."""
+    versions: dict = {}
+    for interaction, payload in sealing:
+        org = interaction.org
+        version = versions[org.pk] if org.pk in versions else versions.setdefault(org.pk, _active_version(org))
+        plaintext = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+        interaction.content = crypto.seal(_key(org, version), version, plaintext, _interaction_context(org, interaction.pk))
+        interaction.content_key_version = version
 
 
 def interaction_content_open(*, interaction: Interaction) -> dict | None:

@@ -1,6 +1,8 @@
 """Recording interactions and background tasks, under each organization's privacy policy."""
 
 import uuid
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -53,56 +55,85 @@ class InteractionContent:
     tokens: SampledTokens | None = None
 
 
-def interaction_record(
-    *,
-    org: Organization,
-    content: InteractionContent,
-    source: str,
-    interaction_id: uuid.UUID | None = None,
-    adapter: str | None = None,
-    task: BackgroundTask | None = None,
-    end_user: str | None = None,
-    latency_ms: float | None = None,
-    prompt_tokens: int | None = None,
-    completion_tokens: int | None = None,
-    interrupted: bool = False,
-) -> Interaction:
-    """Store one completion: metrics always, content only if the policy keeps it.
+def interaction_record(*, org: Organization, content: InteractionContent, source: str, **fields) -> Interaction:
+    """Store one completion: metrics always, content only if the policy keeps it (see
+    `interactions_record`). Past the organization's storage quota a recording is refused
+    (QuotaExceeded), except the gateway's: it checks before the model runs, and a completion
+    already served is recorded."""
+    if source != Interaction.Source.GATEWAY:
+        storage_quota_check(org=org)
+    return interactions_record([Recording(org=org, content=content, source=source, **fields)])[0]
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One completion to store, with what is known about it."""
+
+    org: Organization
+    content: InteractionContent
+    source: str
+    interaction_id: uuid.UUID | None = None
+    adapter: str | None = None
+    task: BackgroundTask | None = None
+    end_user: str | None = None
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    interrupted: bool = False
+
+
+def interactions_record(recordings: Sequence[Recording]) -> list[Interaction]:
+    """Store completions in one transaction, in order: metrics always, content only where the
+    organization's policy keeps it. The gateway groups the completions that finish together
+    (serving/gateway/recorder.py): the transaction's fixed costs are paid once for all.
 
     Redaction happens before encryption, so a secret never reaches the database even as
     ciphertext; in zero-retention mode the text is dropped here and never written anywhere.
     It also happens before the write transaction, under the policy as read then: on SQLite that
     transaction holds every organization's writes, so it must cost milliseconds whatever the
-    content. Inside, the policy is read again under a share lock (tenants/locking.py): a switch
-    to zero retention waits for recordings in flight, then purges them too, and one that turned
-    redaction on in between is honoured. Token ids spell the text they encode, so they are kept
-    only when redaction found nothing to replace. The end user's identifier (the OpenAI `user`
-    field) is personal data: it is sealed with the content, purged with it, and never stored in
-    zero-retention mode; canary assignment hashes it from the request, not from storage.
-    Past the organization's storage quota a recording is refused (QuotaExceeded), except the
-    gateway's: it checks before the model runs, and a completion already served is recorded.
+    content. Inside, each organization's policy is read again under a share lock
+    (tenants/locking.py): a switch to zero retention waits for recordings in flight, then purges
+    them too, and one that turned redaction on in between is honoured. Token ids spell the text
+    they encode, so they are kept only when redaction found nothing to replace. The end user's
+    identifier (the OpenAI `user` field) is personal data: it is sealed with the content, purged
+    with it, and never stored in zero-retention mode; canary assignment hashes it from the
+    request, not from storage.
     """
-    if source != Interaction.Source.GATEWAY:
-        storage_quota_check(org=org)
-    # The gateway's recordings are bounded by the organization's token rate; the API's, by its
-    # bytes a minute, and large ones are redacted aside, at low priority (tenants/redaction/aside.py).
-    aside_over = 0 if source == Interaction.Source.GATEWAY else settings.REDACTION_ASIDE_OVER
-    prepared = _Sealable.prepare(content, end_user, policy_get(org=org), aside_over)
+    orgs = {recording.org.pk: recording.org for recording in recordings}
+    policies = {org_id: policy_get(org=org) for org_id, org in orgs.items()}
+    prepared = [_Sealable.prepare(r.content, r.end_user, policies[r.org.pk], _aside_over(r)) for r in recordings]
     with transaction.atomic():
-        lock_for_share(PrivacyPolicy.objects.for_org(org))
-        policy = policy_get(org=org)
-        interaction = Interaction(
-            id=interaction_id or uuid.uuid4(), org=org, source=source, adapter=adapter, task=task,
-            latency_ms=latency_ms, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, interrupted=interrupted,
-        )
-        if policy.store_content:
-            if prepared.payload is None or (policy.redact and not prepared.redacted):  # changed since: rare
-                prepared = _Sealable.prepare(content, end_user, policy, aside_over)
-            interaction.redactions = prepared.redactions
-            data_keys.interaction_content_seal(interaction=interaction, payload=prepared.payload)
-        interaction.save(force_insert=True)
-        storage_used_change(org=org, delta=interaction_bytes(interaction.content))
-    return interaction
+        for org_id, org in orgs.items():
+            lock_for_share(PrivacyPolicy.objects.for_org(org))
+            policies[org_id] = policy_get(org=org)
+        interactions, sealing = [], []
+        for recording, sealable in zip(recordings, prepared):
+            policy = policies[recording.org.pk]
+            interaction = Interaction(
+                id=recording.interaction_id or uuid.uuid4(), org=recording.org, source=recording.source, adapter=recording.adapter,
+                task=recording.task, latency_ms=recording.latency_ms, prompt_tokens=recording.prompt_tokens,
+                completion_tokens=recording.completion_tokens, interrupted=recording.interrupted,
+            )
+            if policy.store_content:
+                if sealable.payload is None or (policy.redact and not sealable.redacted):  # changed since: rare
+                    sealable = _Sealable.prepare(recording.content, recording.end_user, policy, _aside_over(recording))
+                interaction.redactions = sealable.redactions
+                sealing.append((interaction, sealable.payload))
+            interactions.append(interaction)
+        data_keys.interactions_content_seal(sealing)
+        Interaction.objects.across_orgs().bulk_create(interactions)  # each row names its own organization
+        added: Counter = Counter()
+        for interaction in interactions:
+            added[interaction.org_id] += interaction_bytes(interaction.content)
+        for org_id, delta in added.items():
+            storage_used_change(org=orgs[org_id], delta=delta)
+    return interactions
+
+
+def _aside_over(recording: Recording) -> int:
+    """The gateway's recordings are bounded by the organization's token rate; the API's, by its
+    bytes a minute, and large ones are redacted aside, at low priority (tenants/redaction/aside.py)."""
+    return 0 if recording.source == Interaction.Source.GATEWAY else settings.REDACTION_ASIDE_OVER
 
 
 @dataclass(frozen=True)

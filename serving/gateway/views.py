@@ -3,11 +3,12 @@
 Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the route,
 the recording) runs on the gateway's database threads, two hops a request; the API key and the
 organization's limits come from per-process caches, and cost a hop only when not known from the
-last second; whether it is over its storage quota is also known for a second. An admitted request then waits for its organization's turn at the model servers
-(turns.py) before it goes upstream.
-Every completion that reaches the client is recorded first (or, streamed, before the final
-`[DONE]`); a stream its client drops is recorded with what was generated, marked interrupted;
-a request that fails upstream records nothing.
+last second; whether it is over its storage quota is also known for a second. An admitted
+request then waits for its organization's turn at the model servers (turns.py) before it goes
+upstream. Every completion that reaches the client is recorded first (or, streamed, before the
+final `[DONE]`), in a group with the completions that finish with it (recorder.py); a stream its
+client drops is recorded with what was generated, marked interrupted; a request that fails
+upstream records nothing.
 """
 
 import asyncio
@@ -33,6 +34,7 @@ from serving.gateway.protocol import (
     UpstreamUnavailable, client_view,
     request_parse, upstream_body,
 )
+from serving.gateway.recorder import GroupRecorder
 from serving.gateway.sample import Sample
 from serving.gateway.turns import FairTurns, TurnTimeout
 from serving.policies import Limits
@@ -42,7 +44,7 @@ from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound, QuotaExceeded
 from tenants.models import BackgroundTask, Interaction, Organization
 from tenants.organizations import Principal, api_key_authenticate
-from tenants.recording import InteractionContent, interaction_record
+from tenants.recording import InteractionContent, Recording
 from tenants.storage import storage_quota_check
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,11 @@ def limiter() -> Limiter | SharedLimiter:
     """Shared by every gateway process through Redis when one is configured, else this process's own."""
     url = settings.LIMITS_REDIS_URL
     return SharedLimiter(url) if url else Limiter()
+
+
+@functools.cache
+def recorder() -> GroupRecorder:
+    return GroupRecorder()
 
 
 @functools.cache
@@ -107,7 +114,7 @@ async def chat_completions(request: Request) -> Response:
         async with upstream.completion(upstream_body(call.request, served_name=call.target.name, org_id=call.org.pk), call.target) as completion:
             payload = await completion.payload()
         sample = Sample.of_response(payload)
-        await in_db_thread(_record, call, sample)
+        await recorder().record(_recording(call, sample))
         return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
     except GatewayError as error:
         return error.response()
@@ -190,13 +197,13 @@ async def _relay(call: Call, stack: AsyncExitStack, completion: upstream.Complet
                 if visible["choices"] or "usage" in visible:
                     yield _event(visible)
         recording = True  # from here the whole completion is recorded, even if the client goes now
-        await in_db_thread(_record, call, sample)
+        await recorder().record(_recording(call, sample))
         yield b"data: [DONE]\n\n"
     except (asyncio.CancelledError, GeneratorExit):  # the client went away mid-stream
         # Recorded with what was generated, so that its feedback has somewhere to land; on a task
         # of its own, since this one is being cancelled and can await nothing more.
         if not recording:
-            _in_background(in_db_thread(_record, call, sample, True))
+            _in_background(recorder().record(_recording(call, sample, interrupted=True)))
         raise
     except GatewayError as error:  # the stream broken off
         yield _event(error.body())
@@ -273,8 +280,8 @@ def _limits_of(org: Organization) -> Limits:
     return _limits.get(org.pk, lambda: traffic_limits_for(org=org))
 
 
-def _record(call: Call, sample: Sample, interrupted: bool = False) -> Interaction:
-    return interaction_record(
+def _recording(call: Call, sample: Sample, *, interrupted: bool = False) -> Recording:
+    return Recording(
         org=call.org,
         content=InteractionContent(messages=call.request["messages"], completion=sample.text, tokens=sample.tokens()),
         source=Interaction.Source.GATEWAY,
