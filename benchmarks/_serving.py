@@ -103,9 +103,13 @@ def run(*args, **kwargs) -> Run:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), to price the gateway's own work."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process and its children (a web server's workers), to price
+    the gateway's own work."""
+    total = 0.0
+    for process in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+        times = process.cpu_times()
+        total += times.user + times.system
+    return total
 
 
 @dataclass
@@ -131,7 +135,8 @@ def renice(pid: int, niceness: int) -> None:
 
 
 @contextlib.contextmanager
-def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | None = None, vllm_niceness: int = 0) -> Iterator[Platform]:
+def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | None = None, vllm_niceness: int = 0,
+                web_workers: int = 1) -> Iterator[Platform]:
     """vLLM on the demo base model and the web server (gateway + tenant API) in a process of its
     own. `pinned`: vLLM on every core but the last, the web server on the last, as on separate
     machines; `shared`: both on every core. `vllm_niceness` lowers vLLM's CPU priority, so that
@@ -153,7 +158,8 @@ def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | No
         # A session of its own, as vLLM's: where the kernel groups CPU time by session, the web
         # server's busy core would otherwise shrink the benchmark's clients' share of theirs.
         web = subprocess.Popen([*web_prefix, sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--port", str(port),
-                                "--no-access-log", "--log-level", "warning"], env=web_env, cwd=ROOT, start_new_session=True)
+                                "--no-access-log", "--log-level", "warning", "--workers", str(web_workers)],
+                               env=web_env, cwd=ROOT, start_new_session=True)
         gateway_url = f"http://127.0.0.1:{port}"
         try:
             _wait_for(gateway_url)

@@ -36,7 +36,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
-from deploy.running import RunningCluster, alive, running_cluster, wait_until  # noqa: E402
+from deploy.running import RunningCluster, alive, children, running_cluster, wait_until  # noqa: E402
 
 PROMPTS = ["Read the file app.py", "Rename the variable count to total in utils.py", "Add a docstring to the parse function",
            "Fix the failing test in test_api.py", "Write a function that reverses a list"]
@@ -121,7 +121,7 @@ def kill(cluster: RunningCluster, fault: Fault, *, recover_s: float) -> None:
         pid = cluster.service(fault.service)["pid"]
         fault.killed_at = time.monotonic()
         os.kill(pid, signal.SIGKILL)
-        fault.back_after_s = wait_until(lambda: not alive(pid) and len(_children(cluster.service("web")["pid"])) >= 2,
+        fault.back_after_s = wait_until(lambda: not alive(pid) and len(children(cluster.service("web")["pid"])) >= 2,
                                         timeout=recover_s, what="a new gateway worker")
         return
     service = cluster.service(fault.service)
@@ -147,13 +147,6 @@ def _serving(service: dict) -> bool:
             return True
     except OSError:
         return False
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 def api(cluster: RunningCluster, key: str, method: str, path: str, **kwargs) -> httpx.Response:
@@ -226,11 +219,13 @@ def tally(log: ClientLog, faults: list[Fault], stored: dict, *, ended_at: float,
     stored_keys = Counter(stored["feedback"])
     per_fault = []
     for fault, after in zip(faults, [*(f.killed_at for f in faults[1:]), ended_at]):
-        failed = [(sent, took) for sent, took, status, _ in log.requests if status != 200 and fault.killed_at <= sent < after]
+        # A failure belongs to the fault in whose window it ended (a request sent just before a kill fails because of it).
+        failed = [(sent, took, status) for sent, took, status, _ in log.requests if status != 200 and fault.killed_at <= sent + took < after]
         per_fault.append({
             "fault": fault.name, "back_after_s": round(fault.back_after_s or 0, 1), "failed_requests": len(failed),
-            "disturbed_s": round(max((sent + took for sent, took in failed), default=fault.killed_at) - fault.killed_at, 1),
-            "slowest_failure_s": round(max((took for _, took in failed), default=0.0), 2),
+            "statuses": dict(Counter(str(status) for _, _, status in failed)),
+            "disturbed_s": round(max((sent + took for sent, took, _ in failed), default=fault.killed_at) - fault.killed_at, 1),
+            "slowest_failure_s": round(max((took for _, took, _ in failed), default=0.0), 2),
         })
     runs = {run[0]: run for run in stored["runs"]}
     return {
@@ -249,8 +244,9 @@ def tally(log: ClientLog, faults: list[Fault], stored: dict, *, ended_at: float,
 
 
 def report(result: dict) -> str:
-    lines = ["| fault | back after s | failed requests | disturbed s | slowest failure s |", "|---|---|---|---|---|"]
-    lines += [f"| {f['fault']} | {f['back_after_s']} | {f['failed_requests']} | {f['disturbed_s']} | {f['slowest_failure_s']} |"
+    lines = ["| fault | back after s | failed requests (statuses; 0: no answer) | disturbed s | slowest failure s |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {f['fault']} | {f['back_after_s']} | {f['failed_requests']} {f['statuses']} | {f['disturbed_s']} | {f['slowest_failure_s']} |"
               for f in result["faults"]]
     lines += ["", f"responses {result['answered']} of {result['requests']} requests; answered without a record "
                   f"{result['answered_without_record']}; duplicate records {result['duplicate_records']}; "

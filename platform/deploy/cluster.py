@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deploy import services
+from deploy.running import children
 from serving import vllm_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,9 +200,9 @@ class Cluster:
         for service in platform:
             service.start()
             self.services.append(service)
-        self._wait(lambda: _answers(f"{self.url}/healthz") and len(_children(platform[0].pid)) >= self.web_workers,
+        self._wait(lambda: _answers(f"{self.url}/healthz") and len(children(platform[0].pid)) >= self.web_workers,
                    platform[0], what="the web server")
-        self.web_workers_at_start = _children(platform[0].pid)
+        self.web_workers_at_start = children(platform[0].pid)
         self._write_manifest()
 
     def _launch(self, service: Service, *, ready, what: str) -> None:
@@ -351,15 +352,6 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _children(pid: int | None) -> list[int]:
-    if pid is None:
-        return []
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 def _end_leftovers(manifest_path: Path) -> None:

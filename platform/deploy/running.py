@@ -91,6 +91,14 @@ def alive(pid: int) -> bool:
         return False
 
 
+def children(pid: int) -> list[int]:
+    """A process's children (a gunicorn master's workers)."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def wait_until(condition, *, timeout: float, what: str, every: float = 0.5) -> float:
     """Seconds until `condition()` held; raises TimeoutError naming `what` after `timeout`."""
     started = time.monotonic()

@@ -5,13 +5,17 @@ counted because a request's cost grows with its body (redaction reads every byte
 recording): a limit on requests alone lets 4 MiB bodies take a web server's whole CPU. Past
 any of them, 429 with Retry-After."""
 
+import logging
 import math
 import time
 
 from django.conf import settings
 from django.core.cache import caches
 from rest_framework.exceptions import Throttled
+from redis.exceptions import RedisError
 from rest_framework.throttling import BaseThrottle
+
+log = logging.getLogger(__name__)
 
 
 class OrganizationRateThrottle(BaseThrottle):
@@ -58,14 +62,20 @@ def _body_size(request) -> int:
 
 
 def _count(key: str, amount: int, window_s: int = 60) -> int:
-    """Add to the window's count; one round trip once the window is open."""
+    """Add to the window's count; one round trip once the window is open. While Redis cannot be
+    reached (restarting, say), requests are let through uncounted rather than refused: the
+    tenant's data is not at stake, and the gateway's limits fall back the same way."""
     cache = caches["limits"]
     try:
-        return cache.incr(key, amount)
-    except ValueError:  # the window's first request (or it expired just now)
-        if cache.add(key, amount, timeout=2 * window_s):
-            return amount
-        return cache.incr(key, amount)  # another process opened it first
+        try:
+            return cache.incr(key, amount)
+        except ValueError:  # the window's first request (or it expired just now)
+            if cache.add(key, amount, timeout=2 * window_s):
+                return amount
+            return cache.incr(key, amount)  # another process opened it first
+    except RedisError as error:
+        log.warning("The tenant API's limits cannot be counted (Redis unreachable: %s); letting the request through", error)
+        return 0
 
 
 def window_key(org_id, window: int, what: str = "requests") -> str:

@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from deploy.running import ROOT, alive, running_cluster, wait_until
+from deploy.running import ROOT, alive, children, running_cluster, wait_until
 from serving.vllm_process import free_port
 from tests.serving.vllm_server import BASE_NAME
 
@@ -112,13 +112,33 @@ def test_a_killed_replica_leaves_the_rotation_and_serves_again_only_with_the_rou
     time.sleep(2)
     traffic.stop()
 
-    failed_late = [at for at, outcome in traffic.outcomes if not isinstance(outcome, str) and at > killed_at + DETECTION_S]
+    failed_late = [at for at, outcome, _ in traffic.outcomes if not isinstance(outcome, str) and at > killed_at + DETECTION_S]
     assert not failed_late, f"requests failed after the detection window: {traffic.outcomes}"
-    assert {outcome for _, outcome in traffic.outcomes if isinstance(outcome, str)} == {TAUGHT}  # the adapter, never the base model
+    assert {outcome for _, outcome, _ in traffic.outcomes if isinstance(outcome, str)} == {TAUGHT}  # the adapter, never the base model
     restarted = _since_restart(cluster.log("vllm-1"))
     assert restarted.index("POST /v1/load_lora_adapter") < restarted.index("POST /v1/chat/completions")
     direct = openai.OpenAI(base_url=f"{replica['url']}/v1", api_key=cluster.manifest["env"]["PLATFORM_VLLM_API_KEY"])
     assert direct.chat.completions.create(model=name, messages=PROMPT, max_tokens=32, temperature=0).choices[0].message.content == TAUGHT
+
+
+def test_gateway_workers_killed_under_traffic_leave_no_answer_without_its_interaction(cluster, org):
+    """The recording is committed before the answer leaves: whenever a worker dies, every
+    completion a client received is stored."""
+    traffic = Traffic(cluster.url, org["api_key"])
+    traffic.start()
+    for _ in range(3):
+        time.sleep(1.5)
+        worker = children(cluster.service("web")["pid"])[0]
+        os.kill(worker, signal.SIGKILL)
+        wait_until(lambda: worker not in children(cluster.service("web")["pid"]) and len(children(cluster.service("web")["pid"])) == 2,
+                   timeout=60, what="gunicorn replacing its worker")
+    time.sleep(1.5)
+    traffic.stop()
+    answered = [interaction for _, _, interaction in traffic.outcomes if interaction]
+    assert len(answered) > 10
+    headers = {"Authorization": f"Bearer {org['api_key']}"}
+    missing = [i for i in answered if httpx.get(f"{cluster.url}/api/v1/interactions/{i}", headers=headers).status_code != 200]
+    assert not missing
 
 
 def test_ctrl_c_stops_every_service(cluster):
@@ -129,7 +149,8 @@ def test_ctrl_c_stops_every_service(cluster):
 
 
 class Traffic:
-    """Completions back to back from two threads; each outcome is the answer's text or the error."""
+    """Completions back to back from two threads; each outcome is the answer's text (and its
+    interaction's id) or the error."""
 
     def __init__(self, url: str, key: str):
         self.url, self.key = url, key
@@ -149,10 +170,11 @@ class Traffic:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                outcome = ask(self.url, self.key).choices[0].message.content
+                answer = ask(self.url, self.key)
+                outcome, interaction = answer.choices[0].message.content, answer.id
             except openai.APIError as error:
-                outcome = error
-            self.outcomes.append((time.monotonic(), outcome))
+                outcome, interaction = error, None
+            self.outcomes.append((time.monotonic(), outcome, interaction))
 
 
 def _since_restart(log: str) -> str:

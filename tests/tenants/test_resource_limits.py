@@ -48,6 +48,16 @@ def test_with_redis_the_count_holds_across_web_processes(acme, settings, redis_u
     assert acme.client.get(URL).status_code == 429
 
 
+def test_with_redis_unreachable_requests_go_through_uncounted(acme, settings):
+    from serving.vllm_process import free_port
+
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "limits": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": f"redis://127.0.0.1:{free_port()}/0"},
+    }
+    assert acme.client.get(URL).status_code == 200
+
+
 # Storage --------------------------------------------------------------------------------------------
 
 def _stored_bytes(org) -> int:
