@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -36,7 +35,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
-from deploy.running import RunningCluster, alive, children, running_cluster, wait_until  # noqa: E402
+from deploy.running import RunningCluster, accepts, alive, children, running_cluster, wait_until  # noqa: E402
 
 PROMPTS = ["Read the file app.py", "Rename the variable count to total in utils.py", "Add a docstring to the parse function",
            "Fix the failing test in test_api.py", "Write a function that reverses a list"]
@@ -141,12 +140,7 @@ def _serving(service: dict) -> bool:
             return httpx.get(f"{url}/health", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
-    host, port = url.split("//", 1)[1].rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return True
-    except OSError:
-        return False
+    return accepts(url)
 
 
 def api(cluster: RunningCluster, key: str, method: str, path: str, **kwargs) -> httpx.Response:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deploy import services
-from deploy.running import children
+from deploy.running import accepts, children
 from serving import vllm_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,7 +178,7 @@ class Cluster:
     def _start_all(self) -> None:
         postgres, redis = self._postgres(), self._redis()
         self._launch(postgres, ready=lambda: _pg_ready(postgres.url), what="PostgreSQL")
-        self._launch(redis, ready=lambda: _accepts(redis.url), what="Redis")
+        self._launch(redis, ready=lambda: accepts(redis.url), what="Redis")
         _run([_pg_bin("createdb"), "-h", "127.0.0.1", "-p", postgres.url.rsplit(":", 1)[1], "-U", "postgres", "platform"],
              what="createdb")
         replicas = [self._replica(number) for number in range(1, self.replica_count + 1)]
@@ -391,15 +391,6 @@ def _free_port() -> int:
 def _pg_ready(url: str) -> bool:
     port = url.rsplit(":", 1)[1]
     return subprocess.run([_pg_bin("pg_isready"), "-q", "-h", "127.0.0.1", "-p", port, "-U", "postgres"]).returncode == 0
-
-
-def _accepts(url: str) -> bool:
-    host, port = url.split("//", 1)[1].rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def _answers(url: str) -> bool:

@@ -5,6 +5,7 @@ way out."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -87,6 +88,16 @@ def alive(pid: int) -> bool:
     """The process exists and is not a zombie."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def accepts(url: str) -> bool:
+    """Something listens at the URL's host and port (PostgreSQL, Redis)."""
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
     except OSError:
         return False
 

@@ -37,15 +37,14 @@ class Replica:
     in_flight: int = 0
     in_rotation: bool = False
     missed_looks: int = 0
-
-    last_error: str = ""
+    last_error: str = ""  # the kind of the last look's failure, so that it is logged once
 
     def leave(self, why: str) -> None:
         if self.in_rotation:
             log.warning("vLLM replica %s leaves the rotation: %s", self.url, why)
         self.in_rotation = False
 
-    def unanswered(self, error: Exception) -> None:
+    def missed(self, error: Exception) -> None:
         """Say why a replica out of the rotation stays out, once per kind of failure."""
         if not self.in_rotation and type(error).__name__ != self.last_error:
             log.info("vLLM replica %s stays out of the rotation: %r", self.url, error)
@@ -85,7 +84,7 @@ class Rotation:
             replica.missed_looks = MISSED_LOOKS_TO_LEAVE if isinstance(error, httpx.ConnectError) else replica.missed_looks + 1
             if replica.missed_looks >= MISSED_LOOKS_TO_LEAVE:
                 replica.leave(f"it does not answer ({error!r})")
-            replica.unanswered(error)
+            replica.missed(error)
             return
         replica.missed_looks, replica.last_error = 0, ""
         if routed is None:
