@@ -141,6 +141,9 @@ class Cluster:
         self.services: list[Service] = []
         self.web_workers_at_start: list[int] = []
         self.postgres_dir: Path | None = None
+        self.vllm_api_key = secrets.token_urlsafe(32)  # the replicas', held by the platform alone
+        self.settings: dict[str, str] = {}  # what every platform service gets (services.SETTINGS)
+        self.env: dict[str, str] = {}  # the settings with the rest of the environment
         self.stopping = threading.Event()
 
     @property
@@ -170,10 +173,14 @@ class Cluster:
 
     def _fresh_data_dir(self) -> None:
         if self.data_dir.exists():
+            if any(self.data_dir.iterdir()) and not self.manifest_path.exists():
+                raise ClusterError(f"{self.data_dir} holds files but no cluster.json: not a cluster's folder, so not emptied")
             shutil.rmtree(self.data_dir)
         for folder in ("logs", "adapters", "redis"):
             (self.data_dir / folder).mkdir(parents=True)
         self.data_dir.chmod(0o755)
+        # At once, so that a start that fails half-way leaves the run's mark for the next to end.
+        self.manifest_path.write_text(json.dumps({"env": {}, "services": [], "run": self.run_id}) + "\n")
 
     def _start_all(self) -> None:
         postgres, redis = self._postgres(), self._redis()
@@ -246,7 +253,7 @@ class Cluster:
 
     def _replica(self, number: int) -> Service:
         port = _free_port()
-        options = services.vllm(model=self._base_model(), served_name=_BASE_MODEL_NAME, api_key=self._vllm_api_key)
+        options = services.vllm(model=self._base_model(), served_name=_BASE_MODEL_NAME, api_key=self.vllm_api_key)
         env = options.environment() | _cores_of_replica(number, self.replica_count)
         return Service(f"vllm-{number}", "vllm", options.command("127.0.0.1", port), self._mark(env),
                        self._log(f"vllm-{number}"), url=f"http://127.0.0.1:{port}")
@@ -274,19 +281,13 @@ class Cluster:
             "PLATFORM_BASE_MODEL_DIR": str(self._base_model()),
             "PLATFORM_BASE_MODEL_NAME": _BASE_MODEL_NAME,
             "PLATFORM_VLLM_URLS": ",".join(replica.url for replica in replicas),
-            "PLATFORM_VLLM_API_KEY": self._vllm_api_key,
+            "PLATFORM_VLLM_API_KEY": self.vllm_api_key,
         }
         assert tuple(settings) == services.SETTINGS, "services.SETTINGS and the cluster's settings differ"
         self.settings = settings
         # Anything else in the cluster's own environment (PLATFORM_TRAINING_LEASE_S=10, say) tunes every service.
         inherited = {name: value for name, value in os.environ.items() if name not in settings}
         return self._mark({**inherited, "PYTHONUNBUFFERED": "1", **settings})
-
-    @property
-    def _vllm_api_key(self) -> str:
-        if not hasattr(self, "_vllm_key"):
-            self._vllm_key = secrets.token_urlsafe(32)
-        return self._vllm_key
 
     def _mark(self, env) -> dict[str, str]:
         return {**env, RUN_MARK: self.run_id}
