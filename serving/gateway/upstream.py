@@ -3,7 +3,8 @@
 client's error: a refusal, a connection refused, a timeout, an answer broken off while it is read.
 
 A request that a replica did not answer at all (no connection, or closed without a word) is
-sent to the next one: nothing of it was served or recorded. A replica
+sent to the next one, and the first is asked once more at the end: nothing of it was served or
+recorded. A replica that refuses a connection leaves the rotation at once. A replica
 answering "no such model" for a routed adapter has restarted since the deployment and before
 the watcher noticed: the adapter is loaded again and the request retried once. What is said to
 vLLM, and how its refusals read, is vllm_client's.
@@ -77,7 +78,12 @@ def _broken_off(what: str) -> Iterator[None]:
 async def _send(body: dict, target: Target) -> tuple[Replica, httpx.Response]:
     if not settings.SERVING_VLLM_URLS:
         raise UpstreamUnavailable("No vLLM replicas are configured for this platform.")
-    for replica in await rotation().in_order():
+    ordered = await rotation().in_order()
+    # The first is asked again last, on a new connection: a pooled one its server had closed
+    # fails like a dead server does.
+    for replica in [*ordered, *ordered[:1]]:
+        if not replica.in_rotation:  # it refused a connection a moment ago
+            continue
         replica.in_flight += 1  # counted while waiting too: vLLM answers a non-streamed call at its end
         try:
             response = await _answer(replica.url, body, target)
@@ -85,7 +91,8 @@ async def _send(body: dict, target: Target) -> tuple[Replica, httpx.Response]:
             replica.in_flight -= 1
             if _unanswered(error):  # nothing came back, so nothing was served or recorded: the next one
                 log.warning("vLLM replica %s did not take the request (%r); trying the next one", replica.url, error)
-                rotation().refused(replica)
+                if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+                    rotation().refused(replica)
                 continue
             if isinstance(error, httpx.TimeoutException):
                 raise UpstreamUnavailable(f"The model did not answer within {settings.SERVING_UPSTREAM_TIMEOUT_S} s.") from None

@@ -129,6 +129,22 @@ def test_a_request_that_could_not_connect_goes_to_the_next_replica_which_takes_t
     assert [url for url, _ in replicas.sent] == ["http://one", "http://one", "http://two", "http://two"]
 
 
+def test_a_connection_its_replica_had_closed_is_not_a_failure(replicas, monkeypatch):
+    """One replica: the pooled connection fails like a dead server; a new one is answered."""
+    alone = Rotation(["http://one"], client=upstream._client, routed=upstream.rotation()._routed)
+    monkeypatch.setattr(upstream, "rotation", lambda: alone)
+    answers = iter([httpx.RemoteProtocolError("Server disconnected without sending a response."), None])
+
+    def replica(request):
+        if (error := next(answers)) is not None:
+            raise error
+        return httpx.Response(200, json={"choices": []})
+
+    replicas.answers["http://one"] = replica
+    assert served() == {"choices": []}
+    assert [url for url, _ in replicas.sent] == ["http://one", "http://one"]
+
+
 @pytest.mark.parametrize(("read", "what"), [(whole, "response"), (streamed, "stream")])
 def test_an_answer_broken_off_while_it_is_read_is_unavailable(replicas, read, what):
     replicas.answers["http://one"] = lambda request: httpx.Response(200, stream=BrokenOff())
