@@ -37,6 +37,7 @@ from pathlib import Path
 from deploy import services
 from deploy.running import accepts, children
 from serving import vllm_client
+from serving.processes import kill_group, stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 STOP_TIMEOUT_S = 20.0
@@ -104,7 +105,7 @@ class Service:
         if not self.exited():
             return False
         if self._restart_at is None:
-            _kill_group(self.process.pid)  # what it forked must not hold its port or its data
+            kill_group(self.process.pid)  # what it forked must not hold its port or its data
             delay = min(RESTART_DELAY_S[0] * 2 ** min(self.restarts, 8), RESTART_DELAY_S[1])
             self._restart_at = now + delay
             _say(f"{self.name} (pid {self.pid}) exited with code {self.process.returncode}; starting it again in {delay:.0f} s")
@@ -116,18 +117,8 @@ class Service:
         return True
 
     def stop(self) -> None:
-        """SIGTERM to the main process (Celery finishes its task, gunicorn its requests), then
-        SIGKILL to whatever of its group is left."""
-        if self.process is None:
-            return
-        if not self.exited():
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                pass
-        _kill_group(self.process.pid)
-        self.process.wait()
+        if self.process is not None:
+            stop_group(self.process, timeout=STOP_TIMEOUT_S)
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.kind, "pid": self.pid} | ({"url": self.url} if self.url else {})
@@ -189,7 +180,8 @@ class Cluster:
         _run([_pg_bin("createdb"), "-h", "127.0.0.1", "-p", postgres.url.rsplit(":", 1)[1], "-U", "postgres", "platform"],
              what="createdb")
         replicas = [self._replica(number) for number in range(1, self.replica_count + 1)]
-        self.env = self._platform_env(postgres=postgres, redis=redis, replicas=replicas)
+        self.settings = self._settings(postgres=postgres, redis=redis, replicas=replicas)
+        self.env = self._platform_env()
         _run(_runnable(services.migrate()), env=self.env, what="manage.py migrate")
         for replica in replicas:  # all at once: each takes a while to load the model
             replica.start()
@@ -265,7 +257,8 @@ class Cluster:
             self.base_model = embedded_base_model(ROOT / ".data")
         return self.base_model
 
-    def _platform_env(self, *, postgres: Service, redis: Service, replicas: list[Service]) -> dict[str, str]:
+    def _settings(self, *, postgres: Service, redis: Service, replicas: list[Service]) -> dict[str, str]:
+        """What every platform service gets: exactly services.SETTINGS."""
         settings = {
             "DJANGO_SETTINGS_MODULE": services.PRODUCTION_SETTINGS_MODULE,
             "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}",
@@ -284,10 +277,13 @@ class Cluster:
             "PLATFORM_VLLM_API_KEY": self.vllm_api_key,
         }
         assert tuple(settings) == services.SETTINGS, "services.SETTINGS and the cluster's settings differ"
-        self.settings = settings
-        # Anything else in the cluster's own environment (PLATFORM_TRAINING_LEASE_S=10, say) tunes every service.
-        inherited = {name: value for name, value in os.environ.items() if name not in settings}
-        return self._mark({**inherited, "PYTHONUNBUFFERED": "1", **settings})
+        return settings
+
+    def _platform_env(self) -> dict[str, str]:
+        """The settings over the cluster's own environment: anything else in it
+        (PLATFORM_TRAINING_LEASE_S=10, say) tunes every service."""
+        inherited = {name: value for name, value in os.environ.items() if name not in self.settings}
+        return self._mark({**inherited, "PYTHONUNBUFFERED": "1", **self.settings})
 
     def _mark(self, env) -> dict[str, str]:
         return {**env, RUN_MARK: self.run_id}
@@ -346,13 +342,6 @@ def _run(command: list[str], *, what: str, env: dict | None = None, user: str | 
     done = subprocess.run(command, env=env, user=user, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise ClusterError(f"{what} failed (exit {done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _end_leftovers(manifest_path: Path) -> None:

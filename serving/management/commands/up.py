@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.celery import ensure_broker_folders
 from serving.deployments import adapters_sync
+from serving.processes import stop_group
 from serving.registry import base_model_dir
 from serving.vllm_process import VllmOptions, VllmProcess, VllmStartError
 
@@ -109,19 +110,7 @@ class _Child:
         return self.process.poll() is not None
 
     def stop(self) -> None:
-        """SIGTERM to the main process (a warm shutdown: Celery finishes its task), then
-        SIGKILL to whatever of its group is left."""
-        if not self.exited():
-            self.process.terminate()
-            try:
-                self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        stop_group(self.process, timeout=STOP_TIMEOUT_S)
 
 
 def _stop_on_signals() -> threading.Event:
