@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from tenants import crypto
 from tenants.errors import Conflict
-from tenants.locking import lock_for_share
+from tenants.locking import OrgRows
 from tenants.models import DataKey, Interaction, Organization
 
 log = logging.getLogger(__name__)
@@ -94,15 +94,16 @@ def _active_version(org: Organization) -> int:
     """The version to seal with, share-locked until the caller's transaction ends so that a
     rotation cannot destroy it under a write in flight (tenants/locking.py). Read on every
     write, not cached: a rotation must take effect for writers at once."""
-    active = DataKey.objects.for_org(org).filter(active=True)
-    lock_for_share(active)
-    version = active.values_list("version", flat=True).first()
-    if version is None:
+    rows = _active_versions.read(org.pk)
+    if not rows:
         # Every organization gets its key when it is made, and a rotation retires one only for
         # its successor: none means its keys were destroyed and its rows are going. Making a
         # fresh key here would seal a late write under a key that outlives the deletion.
         raise Conflict(f"{org.slug}'s data keys are destroyed: the organization is being deleted.")
-    return version
+    return rows[0][0]
+
+
+_active_versions = OrgRows(lambda org_id: DataKey.objects.for_org(org_id).filter(active=True).values_list("version"), for_share=True)
 
 
 def content_seal(*, org: Organization, context: bytes, payload: dict) -> tuple[bytes, int]:

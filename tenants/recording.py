@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from tenants import data_keys
@@ -14,9 +15,8 @@ from tenants.redaction import aside
 from tenants.audit import audit_record
 from tenants.errors import Conflict, NotFound
 from tenants.feedback import idempotency_key_normal
-from tenants.locking import lock_for_share
+from tenants.locking import OrgRows
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
-from tenants.privacy import policy_get
 from tenants.selectors import tasks_list
 from tenants.storage import (
     FEEDBACK_ROW_BYTES,
@@ -100,12 +100,11 @@ def interactions_record(recordings: Sequence[Recording]) -> list[Interaction]:
     request, not from storage.
     """
     orgs = {recording.org.pk: recording.org for recording in recordings}
-    policies = {org_id: policy_get(org=org) for org_id, org in orgs.items()}
+    policies = {org_id: text_policy(org_id, locked=False) for org_id in orgs}
     prepared = [_Sealable.prepare(r.content, r.end_user, policies[r.org.pk], _aside_over(r)) for r in recordings]
     with transaction.atomic():
-        for org_id, org in orgs.items():
-            lock_for_share(PrivacyPolicy.objects.for_org(org))
-            policies[org_id] = policy_get(org=org)
+        for org_id in orgs:
+            policies[org_id] = text_policy(org_id, locked=True)
         interactions, sealing = [], []
         for recording, sealable in zip(recordings, prepared):
             policy = policies[recording.org.pk]
@@ -130,6 +129,31 @@ def interactions_record(recordings: Sequence[Recording]) -> list[Interaction]:
     return interactions
 
 
+@dataclass(frozen=True)
+class TextPolicy:
+    """What an organization's privacy policy says of a completion's text."""
+
+    store_content: bool
+    redact: bool
+
+
+def _policy_rows(org_id) -> QuerySet:
+    return PrivacyPolicy.objects.for_org(org_id).values_list("store_content", "redact")
+
+
+_policies, _policies_locked = OrgRows(_policy_rows), OrgRows(_policy_rows, for_share=True)
+
+
+def text_policy(org_id, *, locked: bool) -> TextPolicy:
+    """Read as the recording starts (to redact before its transaction), then again inside it,
+    share-locked (tenants/locking.py)."""
+    rows = (_policies_locked if locked else _policies).read(org_id)
+    if not rows:
+        raise PrivacyPolicy.DoesNotExist(f"Organization {org_id} has no privacy policy.")
+    store_content, redact = rows[0]
+    return TextPolicy(store_content=bool(store_content), redact=bool(redact))
+
+
 def _aside_over(recording: Recording) -> int:
     """The gateway's recordings are bounded by the organization's token rate; the API's, by its
     bytes a minute, and large ones are redacted aside, at low priority (tenants/redaction/aside.py)."""
@@ -145,7 +169,7 @@ class _Sealable:
     redactions: int = 0
 
     @classmethod
-    def prepare(cls, content: InteractionContent, end_user: str | None, policy: PrivacyPolicy, aside_over: int) -> "_Sealable":
+    def prepare(cls, content: InteractionContent, end_user: str | None, policy: TextPolicy, aside_over: int) -> "_Sealable":
         if not policy.store_content:
             return cls(payload=None, redacted=False)
         messages, completion, redactions = content.messages, content.completion, 0

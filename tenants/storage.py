@@ -5,11 +5,15 @@ with a clear error until retention, erasure or a larger quota makes room; nothin
 touched.
 """
 
+import functools
+
 from django.conf import settings
-from django.db.models import F, Sum, Value
+from django.db import connection
+from django.db.models import Sum
 from django.db.models.functions import Length
 
 from tenants.errors import QuotaExceeded
+from tenants.locking import org_id_for_database
 from tenants.models import Organization, StorageUsage
 
 # Each row's allowance, its content aside: columns and index entries, rounded up.
@@ -49,12 +53,24 @@ def storage_lock(*, org: Organization) -> None:
 
 def storage_used_change(*, org: Organization, delta: int) -> None:
     """Inside the transaction that writes or removes the bytes (it locks the usage row)."""
-    # The delta typed as the column: a bare int makes the ORM build a new field for it on every
-    # call, a visible share of what recording a completion costs.
-    added = F("used_bytes") + Value(delta, output_field=StorageUsage._meta.get_field("used_bytes"))
-    if not StorageUsage.objects.for_org(org).update(used_bytes=added):
+    if not _used_bytes_add(org.pk, delta):
         StorageUsage.objects.for_org(org).get_or_create(org=org)
-        StorageUsage.objects.for_org(org).update(used_bytes=added)
+        _used_bytes_add(org.pk, delta)
+
+
+def _used_bytes_add(org_id, delta: int) -> int:
+    """The rows changed: 0 when the organization has no usage row yet. In SQL of its own since
+    every recording runs it, and the ORM took longer to build this UPDATE than to run it."""
+    with connection.cursor() as cursor:
+        cursor.execute(_used_bytes_add_sql(connection.vendor), [delta, org_id_for_database(org_id)])
+        return cursor.rowcount
+
+
+@functools.cache
+def _used_bytes_add_sql(vendor: str) -> str:
+    quoted = connection.ops.quote_name
+    table, used = quoted(StorageUsage._meta.db_table), quoted(StorageUsage._meta.get_field("used_bytes").column)
+    return f"UPDATE {table} SET {used} = {used} + %s WHERE {quoted(StorageUsage._meta.pk.column)} = %s"
 
 
 def content_bytes(interactions) -> int:

@@ -35,16 +35,16 @@ def test_redaction_runs_before_the_write_transaction(transactional_db, monkeypat
 def _policy_changed_after_the_first_read(monkeypatch, **change) -> list:
     """The recording's reads of the policy, the first before the change (while it redacts), the
     second after it (inside its transaction)."""
-    policy_get, reads = recording.policy_get, []
+    text_policy, reads = recording.text_policy, []
 
-    def read(*, org):
-        policy = policy_get(org=org)
+    def read(org_id, *, locked):
+        policy = text_policy(org_id, locked=locked)
         if not reads:
-            PrivacyPolicy.objects.for_org(org).update(**change)
+            PrivacyPolicy.objects.for_org(org_id).update(**change)
         reads.append({name: getattr(policy, name) for name in change})
         return policy
 
-    monkeypatch.setattr(recording, "policy_get", read)
+    monkeypatch.setattr(recording, "text_policy", read)
     return reads
 
 
