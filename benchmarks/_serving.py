@@ -162,20 +162,20 @@ def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | No
                                env=web_env, cwd=ROOT, start_new_session=True)
         gateway_url = f"http://127.0.0.1:{port}"
         try:
-            _wait_for(gateway_url)
+            wait_for(gateway_url)
             yield Platform(vllm_url=vllm.base_url, gateway_url=gateway_url, web_pid=web.pid, base_dir=base_dir)
         finally:
             web.terminate()
             web.wait()
 
 
-def _wait_for(url: str, timeout: float = 60) -> None:
+def wait_for(url: str, timeout: float = 60, path: str = "/healthz") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
+            if httpx.get(f"{url}{path}").status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    raise RuntimeError("the gateway did not start")
+    raise RuntimeError(f"{url} did not start")

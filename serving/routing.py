@@ -46,16 +46,26 @@ _routes: TtlCache[RouteSnapshot] = TtlCache(ROUTE_CACHE_S)
 
 def target_resolve(*, org: Organization, model: str, end_user: str | None) -> Target:
     if model == DEFAULT_MODEL:
-        route = _routes.get(org.pk, lambda: _route_snapshot(org))
-        if route.canary is not None and in_canary(canary=route.canary.name, end_user=end_user, share=route.canary_share):
-            return route.canary
-        return route.serving
+        return _chosen(_routes.get(org.pk, lambda: _route_snapshot(org)), end_user)
     adapter = AdapterVersion.objects.for_org(org).filter(
         name=model, status__in=(AdapterVersion.Status.SERVING, AdapterVersion.Status.CANARY)
     ).first()
     if adapter is None:
         raise NotFound(f"The model {model!r} does not exist or is not deployed in this organization. Use \"default\".")
     return _target(adapter)
+
+
+def target_known(*, org: Organization, model: str, end_user: str | None) -> Target | None:
+    """`target_resolve` from what this process read within the last ROUTE_CACHE_S, without the
+    database; None when that is not enough (an explicit version, a route not read lately)."""
+    route = _routes.peek(org.pk) if model == DEFAULT_MODEL else None
+    return None if route is None else _chosen(route, end_user)
+
+
+def _chosen(route: RouteSnapshot, end_user: str | None) -> Target:
+    if route.canary is not None and in_canary(canary=route.canary.name, end_user=end_user, share=route.canary_share):
+        return route.canary
+    return route.serving
 
 
 def route_changed(*, org_id) -> None:

@@ -4,7 +4,8 @@ the endpoints it calls, what it sends them, and how vLLM's refusals read.
 The control plane calls it synchronously and gets a VllmError for any failure: deployments
 load and unload adapters, the gates sample directly (never through the gateway: nothing is
 recorded), the process manager waits for /health. The gateway sends the same requests on
-its own pooled `httpx.AsyncClient` and handles a failed connection itself (it tries another
+its own pooled `aiohttp.ClientSession` (an httpx client cost the gateway five times its CPU
+per request: docs/figures.md) and handles a failed connection itself (it tries another
 replica), so the async calls raise VllmError only for vLLM's refusals.
 
 Django-free; callers decide *what* to ask, this only says it to vLLM, with the replicas' API
@@ -14,6 +15,7 @@ key (`use_api_key`) on every call; the gateway's client carries `auth_headers()`
 import json
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 LOAD_ADAPTER = "/v1/load_lora_adapter"
@@ -91,51 +93,57 @@ def _call(base_url: str, path: str, *, body: dict | None = None, what: str | Non
     except httpx.HTTPError as error:
         raise VllmError(f"{path}: vLLM at {base_url} did not answer: {error!r}") from None
     if response.is_error:
-        raise refusal(response, what=what)
+        raise refusal(path=response.request.url.path, status=response.status_code, content=response.content, what=what)
     return response.json() if response.content.strip().startswith(b"{") else {}
 
 
-# The gateway's calls, on its client; their body is the caller's to read and close ---------------
+# The gateway's calls, on its session; a chat completion's body is the caller's to read and release
 
-async def chat_completion_open(client: httpx.AsyncClient, base_url: str, body: dict) -> httpx.Response:
-    """vLLM's streamed response to a chat completion, a refusal too (see `refusal`)."""
-    request = client.build_request("POST", _url(base_url, CHAT_COMPLETIONS), json=body)
-    return await client.send(request, stream=True)
+async def chat_completion_open(session: aiohttp.ClientSession, base_url: str, body: dict) -> aiohttp.ClientResponse:
+    """vLLM's response to a chat completion, its body unread (streamed or not), a refusal too
+    (see `refused`)."""
+    return await session.post(_url(base_url, CHAT_COMPLETIONS), json=body)
 
 
-async def load_adapter_on(client: httpx.AsyncClient, base_url: str, *, name: str, path: Path) -> None:
+async def load_adapter_on(session: aiohttp.ClientSession, base_url: str, *, name: str, path: Path) -> None:
     """`load_adapter` for the gateway: raises VllmError when vLLM refuses."""
-    response = await client.post(_url(base_url, LOAD_ADAPTER), json=_adapter(name, path))
-    if response.is_error:
-        raise refusal(response, what=name)
+    async with session.post(_url(base_url, LOAD_ADAPTER), json=_adapter(name, path)) as response:
+        if response.status >= 400:
+            raise await refused(response, what=name)
 
 
-async def served_roots_on(client: httpx.AsyncClient, base_url: str, *, timeout: float) -> dict[str, str]:
-    """`served_roots` for the gateway's watcher: raises httpx's errors when vLLM does not answer,
-    VllmError when it refuses."""
-    response = await client.get(_url(base_url, MODELS), timeout=timeout)
-    if response.is_error:
-        raise refusal(response)
-    return {model["id"]: model.get("root", "") for model in response.json()["data"]}
+async def served_roots_on(session: aiohttp.ClientSession, base_url: str, *, timeout: float) -> dict[str, str]:
+    """`served_roots` for the gateway's watcher: raises aiohttp's errors when vLLM does not
+    answer, VllmError when it refuses."""
+    async with session.get(_url(base_url, MODELS), timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+        if response.status >= 400:
+            raise await refused(response)
+        answer = json.loads(await response.read())
+    return {model["id"]: model.get("root", "") for model in answer["data"]}
 
 
-async def unload_adapter_on(client: httpx.AsyncClient, base_url: str, *, name: str) -> None:
-    response = await client.post(_url(base_url, UNLOAD_ADAPTER), json={"lora_name": name})
-    if response.is_error:
-        raise refusal(response, what=name)
+async def unload_adapter_on(session: aiohttp.ClientSession, base_url: str, *, name: str) -> None:
+    async with session.post(_url(base_url, UNLOAD_ADAPTER), json={"lora_name": name}) as response:
+        if response.status >= 400:
+            raise await refused(response, what=name)
+
+
+async def refused(response: aiohttp.ClientResponse, *, what: str | None = None) -> VllmError:
+    """`refusal` of a response on the gateway's session, its body read here."""
+    return refusal(path=response.url.path, status=response.status, content=await response.read(), what=what)
 
 
 # Shared by both -------------------------------------------------------------------------------
 
-def refusal(response: httpx.Response, *, what: str | None = None) -> VllmError:
-    """vLLM's answer of status 400 or more, its body read, as a VllmError: the message of its
-    JSON error when it sent one, else the start of its body."""
+def refusal(*, path: str, status: int, content: bytes, what: str | None = None) -> VllmError:
+    """vLLM's answer of status 400 or more to a call of `path`, as a VllmError: the message of
+    its JSON error when it sent one, else the start of its body."""
     try:
-        detail = json.loads(response.content)["error"]["message"]
+        detail = json.loads(content)["error"]["message"]
     except (ValueError, KeyError, TypeError):
-        detail = response.content[:500].decode(errors="replace")
-    where = response.request.url.path + (f" {what!r}" if what else "")
-    return VllmError(f"{where}: HTTP {response.status_code} {detail}", status=response.status_code, detail=detail)
+        detail = content[:500].decode(errors="replace")
+    where = path + (f" {what!r}" if what else "")
+    return VllmError(f"{where}: HTTP {status} {detail}", status=status, detail=detail)
 
 
 def _adapter(name: str, path: Path) -> dict:

@@ -17,7 +17,9 @@ GATEWAY_PREFIX = "/v1/"
 
 
 async def _routed(scope, receive, send):
-    if scope["type"] == "http" and scope["path"].startswith(GATEWAY_PREFIX):
+    # The server's start and shutdown (lifespan) go to the gateway, which closes its connections
+    # to the replicas; Django has nothing to do then, and would refuse them.
+    if scope["type"] == "lifespan" or (scope["type"] == "http" and scope["path"].startswith(GATEWAY_PREFIX)):
         await gateway_application(scope, receive, send)
     else:
         await django_application(scope, receive, send)

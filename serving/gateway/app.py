@@ -8,12 +8,14 @@ gateway needs none of it (no sessions, cookies or CSRF: API keys only) and does 
 database work on threads that keep their connections (database.py).
 """
 
+import contextlib
 import logging
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
+from serving.gateway import upstream
 from serving.gateway.protocol import ModelNotFound, ServerError
 from serving.gateway.views import chat_completions
 
@@ -29,7 +31,14 @@ async def server_error(request: Request, exc: Exception):
     return ServerError("The gateway failed; the request was not served.").response()
 
 
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette):
+    yield
+    await upstream.close()  # the replicas' connections and watcher, while their event loop still runs
+
+
 application = Starlette(
     routes=[Route("/v1/chat/completions", chat_completions, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])],
     exception_handlers={404: not_found, Exception: server_error},
+    lifespan=lifespan,
 )

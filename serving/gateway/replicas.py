@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+import aiohttp
 
 from serving import vllm_client
 
@@ -52,9 +52,9 @@ class Replica:
 
 
 class Rotation:
-    def __init__(self, urls: list[str], *, client: Callable[[], httpx.AsyncClient], routed: Callable[[], Awaitable[Routed]]):
+    def __init__(self, urls: list[str], *, session: Callable[[], aiohttp.ClientSession], routed: Callable[[], Awaitable[Routed]]):
         self.replicas = [Replica(url.rstrip("/")) for url in urls]
-        self._client, self._routed = client, routed
+        self._session, self._routed = session, routed
         self._watcher: asyncio.Task | None = None
         self._first_look = asyncio.Event()
 
@@ -79,9 +79,10 @@ class Rotation:
 
     async def _look_at(self, replica: Replica, routed: Routed | None) -> None:
         try:
-            served = await vllm_client.served_roots_on(self._client(), replica.url, timeout=LOOK_TIMEOUT_S)
-        except (httpx.HTTPError, vllm_client.VllmError, ValueError, KeyError) as error:
-            replica.missed_looks = MISSED_LOOKS_TO_LEAVE if isinstance(error, httpx.ConnectError) else replica.missed_looks + 1
+            served = await vllm_client.served_roots_on(self._session(), replica.url, timeout=LOOK_TIMEOUT_S)
+        except (aiohttp.ClientError, asyncio.TimeoutError, vllm_client.VllmError, ValueError, KeyError) as error:
+            refused = isinstance(error, aiohttp.ClientConnectorError)
+            replica.missed_looks = MISSED_LOOKS_TO_LEAVE if refused else replica.missed_looks + 1
             if replica.missed_looks >= MISSED_LOOKS_TO_LEAVE:
                 replica.leave(f"it does not answer ({error!r})")
             replica.missed(error)
@@ -102,13 +103,13 @@ class Rotation:
         try:
             for name, path in missing.items():
                 if name in served:  # the name serves other files (a deleted organization's slug taken again)
-                    await vllm_client.unload_adapter_on(self._client(), replica.url, name=name)
-                await vllm_client.load_adapter_on(self._client(), replica.url, name=name, path=path)
+                    await vllm_client.unload_adapter_on(self._session(), replica.url, name=name)
+                await vllm_client.load_adapter_on(self._session(), replica.url, name=name, path=path)
         except vllm_client.VllmError as refused:
             if "already" not in refused.detail:  # another gateway process loaded it meanwhile: looked at again next time
                 log.error("vLLM replica %s could not load the routed adapters; it stays out: %s", replica.url, refused)
             return False
-        except httpx.HTTPError as error:
+        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
             log.warning("vLLM replica %s went away while it was given its adapters: %r", replica.url, error)
             return False
         return True
@@ -130,5 +131,6 @@ class Rotation:
             await asyncio.sleep(LOOK_EVERY_S)
 
     async def close(self) -> None:
-        if self._watcher is not None:
+        """Stop watching (a watcher of another event loop is that loop's to stop)."""
+        if self._watcher is not None and self._watcher.get_loop() is asyncio.get_running_loop():
             self._watcher.cancel()

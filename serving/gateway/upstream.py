@@ -17,7 +17,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
-import httpx
+import aiohttp
 from django.conf import settings
 
 from serving import vllm_client
@@ -30,27 +30,38 @@ from serving.routing import Target
 log = logging.getLogger(__name__)
 
 _rotations: dict[tuple[str, ...], Rotation] = {}  # by the configured replicas' URLs
-# httpx clients are bound to the event loop that made them; tests run several loops.
-_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient]" = weakref.WeakKeyDictionary()
+# Sessions are bound to the event loop that made them; tests run several loops.
+_sessions: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession]" = weakref.WeakKeyDictionary()
+
+# Pooled connections are dropped before vLLM's server would close them (uvicorn: after 5 s idle),
+# so that few requests meet a connection closed under them.
+KEEPALIVE_S = 4.0
 
 
 class Completion:
     """vLLM's open, successful answer to a chat completion; a connection lost while it is
     read is an UpstreamUnavailable."""
 
-    def __init__(self, response: httpx.Response):
+    def __init__(self, response: aiohttp.ClientResponse):
         self._response = response
 
     async def payload(self) -> dict:
         """The whole answer of a call that is not streamed."""
         with _broken_off("response"):
-            return json.loads(await self._response.aread())
+            return json.loads(await self._response.read())
 
     async def lines(self) -> AsyncIterator[str]:
-        """A streamed answer's lines, as vLLM sends them."""
+        """A streamed answer's lines, as vLLM sends them (without their line ends). Split here
+        rather than by aiohttp's readline, which refuses lines past its buffer: the first line
+        of a stream holds the prompt's token ids, as long as the prompt."""
         with _broken_off("stream"):
-            async for line in self._response.aiter_lines():
-                yield line
+            pending = b""
+            async for chunk in self._response.content.iter_any():
+                *complete, pending = (pending + chunk).split(b"\n")
+                for line in complete:
+                    yield line.rstrip(b"\r").decode()
+            if pending:
+                yield pending.decode()
 
 
 @asynccontextmanager
@@ -63,19 +74,18 @@ async def completion(body: dict, target: Target) -> AsyncIterator[Completion]:
         yield Completion(response)
     finally:
         replica.in_flight -= 1
-        with _broken_off("response"):
-            await response.aclose()
+        response.release()  # a body not read to its end closes the connection: vLLM stops generating
 
 
 @contextmanager
 def _broken_off(what: str) -> Iterator[None]:
     try:
         yield
-    except httpx.HTTPError as error:
+    except aiohttp.ClientError as error:
         raise UpstreamUnavailable(f"The model server broke off the {what}: {error!r}") from None
 
 
-async def _send(body: dict, target: Target) -> tuple[Replica, httpx.Response]:
+async def _send(body: dict, target: Target) -> tuple[Replica, aiohttp.ClientResponse]:
     if not settings.SERVING_VLLM_URLS:
         raise UpstreamUnavailable("No vLLM replicas are configured for this platform.")
     ordered = await rotation().in_order()
@@ -91,10 +101,10 @@ async def _send(body: dict, target: Target) -> tuple[Replica, httpx.Response]:
             replica.in_flight -= 1
             if _unanswered(error):  # nothing came back, so nothing was served or recorded: the next one
                 log.warning("vLLM replica %s did not take the request (%r); trying the next one", replica.url, error)
-                if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+                if isinstance(error, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
                     rotation().refused(replica)
                 continue
-            if isinstance(error, httpx.TimeoutException):
+            if isinstance(error, asyncio.TimeoutError):
                 raise UpstreamUnavailable(f"The model did not answer within {settings.SERVING_UPSTREAM_TIMEOUT_S} s.") from None
             raise
         return replica, response
@@ -105,34 +115,37 @@ def _unanswered(error: BaseException) -> bool:
     """The replica could not be reached, or closed the connection without an answer (it died,
     or a pooled connection to it was stale). A replica that is only slow (a read timeout) is
     not asked again elsewhere: that would double the load that made it slow."""
-    return isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError))
+    if isinstance(error, aiohttp.SocketTimeoutError):
+        return False
+    return isinstance(error, aiohttp.ClientConnectionError)
 
 
 def rotation() -> Rotation:
     urls = tuple(settings.SERVING_VLLM_URLS)
     if urls not in _rotations:
-        _rotations[urls] = Rotation(list(urls), client=_client, routed=lambda: in_db_thread(routed_adapters))
+        _rotations[urls] = Rotation(list(urls), session=_session, routed=lambda: in_db_thread(routed_adapters))
     return _rotations[urls]
 
 
-async def _answer(url: str, body: dict, target: Target) -> httpx.Response:
+async def _answer(url: str, body: dict, target: Target) -> aiohttp.ClientResponse:
     """One replica's successful response, loading the adapter again if it lost it."""
-    response = await vllm_client.chat_completion_open(_client(), url, body)
-    if response.status_code == 404 and not target.is_base:
-        await response.aclose()
+    response = await vllm_client.chat_completion_open(_session(), url, body)
+    if response.status == 404 and not target.is_base:
+        await response.read()  # so that its connection is pooled again
+        response.release()
         await _load_adapter(url, target)
-        response = await vllm_client.chat_completion_open(_client(), url, body)
-    if response.is_error:
-        await response.aread()
-        await response.aclose()
-        raise _client_error(vllm_client.refusal(response))
+        response = await vllm_client.chat_completion_open(_session(), url, body)
+    if response.status >= 400:
+        refused = await vllm_client.refused(response)
+        response.release()
+        raise _client_error(refused)
     return response
 
 
 async def _load_adapter(url: str, target: Target) -> None:
     log.info("replica %s lacks %s (restarted?); loading it again", url, target.name)
     try:
-        await vllm_client.load_adapter_on(_client(), url, name=target.name, path=target.adapter_path)
+        await vllm_client.load_adapter_on(_session(), url, name=target.name, path=target.adapter_path)
     except vllm_client.VllmError as refused:
         if "already" not in refused.detail:  # another request loaded it meanwhile
             raise UpstreamUnavailable(f"The adapter {target.name} could not be loaded on a replica: {refused.detail[:300]}") from None
@@ -147,11 +160,22 @@ def _client_error(refused: vllm_client.VllmError) -> Exception:
     return UpstreamUnavailable(f"The model server failed ({refused.status}); retry shortly.")
 
 
-def _client() -> httpx.AsyncClient:
+async def close() -> None:
+    """Close this event loop's session to the replicas and stop their watcher (at shutdown)."""
+    for rotation in _rotations.values():
+        await rotation.close()
+    session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None:
+        await session.close()
+
+
+def _session() -> aiohttp.ClientSession:
     loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        timeout = httpx.Timeout(settings.SERVING_UPSTREAM_TIMEOUT_S, connect=2.0)
-        client = _clients[loop] = httpx.AsyncClient(timeout=timeout, headers=vllm_client.auth_headers(),
-                                                    limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
-    return client
+    session = _sessions.get(loop)
+    if session is None or session.closed:
+        # A read timeout bounds the wait for each part of an answer (its start, then each chunk
+        # of a stream), not the whole of a long generation.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=2.0, sock_read=settings.SERVING_UPSTREAM_TIMEOUT_S)
+        connector = aiohttp.TCPConnector(limit=256, keepalive_timeout=KEEPALIVE_S)
+        session = _sessions[loop] = aiohttp.ClientSession(timeout=timeout, headers=vllm_client.auth_headers(), connector=connector)
+    return session

