@@ -28,7 +28,7 @@ from tenants.holdout import held_out
 from tenants.models import FeedbackEvent, Interaction, Organization
 from tenants.privacy import trainable_check
 from tenants.recording import interaction_content
-from training.engine import Example
+from training import engine
 from training.rewards import RewardSpecValues, interaction_reward, outcome_shares
 
 STALENESS_VERSIONS = 1  # deployments back whose completions still train, importance-weighted
@@ -37,7 +37,7 @@ SHARED_GROUP = "shared"  # examples with no other of their prompt share one base
 
 @dataclass(frozen=True)
 class Dataset:
-    examples: list[Example]
+    examples: list["engine.Example"]
     interaction_ids: list[str]  # in the order of `examples`
     sha256: str  # of the ids, rewards and tokens: what the adapter was trained on, exactly
     off_policy: int  # examples served by an older version than the incumbent
@@ -76,7 +76,7 @@ def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: 
             share, value = outcome_shares(steps=count, spec=spec)[position], outcomes[interaction.task_id]
         reward = interaction_reward(spec=spec, events=events[interaction.pk], latency_ms=interaction.latency_ms,
                                     outcome_share=share, outcome_value=value)
-        examples.append(Example(
+        examples.append(engine.Example(
             prompt_ids=tokens["prompt_ids"], completion_ids=tokens["completion_ids"], sampled_logprobs=tokens["logprobs"],
             reward=reward, group=_prompt_key(tokens["prompt_ids"]), behaviour_is_incumbent=behaviours[interaction.adapter],
             replayed=fresh_since is not None and interaction.created_at <= fresh_since and interaction.pk not in renewed,
@@ -189,7 +189,7 @@ def _prompt_key(prompt_ids: list[int]) -> str:
     return hashlib.sha256(json.dumps(prompt_ids).encode()).hexdigest()[:16]
 
 
-def share_lonely_groups(examples: list[Example], served_by: list[Hashable]) -> list[Example]:
+def share_lonely_groups(examples: list["engine.Example"], served_by: list[Hashable]) -> list["engine.Example"]:
     """An example alone with its prompt would get no advantage (nothing to compare it with):
     such examples share a baseline with the others that the same version served instead. One
     baseline per version, because an older version earns less on average: a baseline shared
@@ -199,7 +199,7 @@ def share_lonely_groups(examples: list[Example], served_by: list[Hashable]) -> l
             for example, version in zip(examples, served_by, strict=True)]
 
 
-def _lineage_hash(ids: list[str], examples: list[Example]) -> str:
+def _lineage_hash(ids: list[str], examples: list["engine.Example"]) -> str:
     digest = hashlib.sha256()
     for interaction_id, example in zip(ids, examples, strict=True):
         digest.update(json.dumps([interaction_id, example.reward, example.prompt_ids, example.completion_ids]).encode())

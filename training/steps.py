@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from serving.statistics import rate_difference_interval
-from training.engine.step import adapter_at_step, sample_completions
+from training import engine
 
 FRACTIONS = (1.0, 0.5, 0.25)  # of the trained update, longest first
 INVALID = "invalid"
@@ -45,7 +45,7 @@ def step_choose(*, suite, base_model_dir: Path, incumbent_adapter_dir: Path | No
     reference = invalid(incumbent_adapter_dir)
     trials = []
     for fraction in FRACTIONS:
-        adapter_dir = trained_adapter_dir if fraction == 1.0 else adapter_at_step(
+        adapter_dir = trained_adapter_dir if fraction == 1.0 else engine.adapter_at_step(
             incumbent_adapter_dir=incumbent_adapter_dir, trained_adapter_dir=trained_adapter_dir, fraction=fraction,
             out_dir=work_dir / f"step-{fraction}")
         calls = invalid(adapter_dir)
@@ -61,7 +61,7 @@ def step_choose(*, suite, base_model_dir: Path, incumbent_adapter_dir: Path | No
 
 def suite_invalid_calls(suite, *, base_model_dir: Path, adapter_dir: Path | None, seed: int, device: str = "auto") -> tuple[int, int]:
     """(invalid tool calls, responses): one temperature-1 sample of each of the suite's prompts."""
-    samples = sample_completions(base_model_dir=base_model_dir, adapter_dir=adapter_dir,
+    samples = engine.sample_completions(base_model_dir=base_model_dir, adapter_dir=adapter_dir,
                                  conversations=[item.messages for item in suite.items], max_tokens=suite.max_tokens, seed=seed,
                                  device=device)
     kinds = [suite.score(item, sample.text)["kind"] for item, sample in zip(suite.items, samples, strict=True)]

@@ -8,6 +8,7 @@ it: CI runs this module in one of its two runs (.ci/run)."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -128,10 +129,9 @@ def test_gateway_workers_killed_under_traffic_leave_no_answer_without_its_intera
     traffic.start()
     for _ in range(3):
         time.sleep(1.5)
-        worker = children(cluster.service("web")["pid"])[0]
-        os.kill(worker, signal.SIGKILL)
-        wait_until(lambda: worker not in children(cluster.service("web")["pid"]) and len(children(cluster.service("web")["pid"])) == 2,
-                   timeout=60, what="gunicorn replacing its worker")
+        workers = children(cluster.service("web")["pid"])
+        os.kill(workers[0], signal.SIGKILL)
+        wait_until(lambda: _ready_workers(cluster) - set(workers), timeout=60, what="gunicorn's new worker taking requests")
     time.sleep(1.5)
     traffic.stop()
     answered = [interaction for _, _, interaction in traffic.outcomes if interaction]
@@ -175,6 +175,12 @@ class Traffic:
             except openai.APIError as error:
                 outcome, interaction = error, None
             self.outcomes.append((time.monotonic(), outcome, interaction))
+
+
+def _ready_workers(cluster) -> set[int]:
+    """The web service's live workers that said they took their application up."""
+    ready = {int(pid) for pid in re.findall(r"\[(\d+)\] \[INFO\] Application startup complete", cluster.log("web"))}
+    return ready & set(children(cluster.service("web")["pid"]))
 
 
 def _since_restart(log: str) -> str:
