@@ -7,8 +7,9 @@ by tens of percent from one run to the next, and which serves a few dozen comple
 too few, and too noisy, to see a change of half a millisecond. Here a stand-in answers every
 completion at once with a fixed vLLM answer (64 tokens, with the logprobs and token ids the
 gateway records), so the gateway process (uvicorn, as `manage.py up` runs it, on a core of its
-own) is the only thing that varies: CPU per request, recording with redaction and encryption on.
-The stand-in is not vLLM; the figures of record against vLLM are serving_figures.py's.
+own) is the only thing that varies: CPU per request, recording with redaction and encryption on,
+and the latency it adds to a request sent alone (against the stand-in asked directly). The
+stand-in is not vLLM; the figures of record against vLLM are serving_figures.py's.
 """
 
 import argparse
@@ -63,6 +64,8 @@ def main() -> None:
         before, started = cpu_seconds(web.pid), time.perf_counter()
         measured = run(gateway_url, key, ["default"], requests=args.requests, concurrency=args.concurrency, extra=extra)
         cpu_s, wall_s = cpu_seconds(web.pid) - before, time.perf_counter() - started
+        alone = run(gateway_url, key, ["default"], requests=200, concurrency=1, extra=extra)
+        direct = run(f"http://127.0.0.1:{standin_port}", "standin", ["demo-base"], requests=200, concurrency=1, extra=extra)
     finally:
         web.terminate()
         web.wait()
@@ -72,6 +75,7 @@ def main() -> None:
         "gateway_cpu_ms_per_request": round(1000 * cpu_s / args.requests, 3),
         "requests_per_s": round(args.requests / wall_s, 1),
         "p50_ms": round(measured.percentile(0.5), 2), "p99_ms": round(measured.percentile(0.99), 2),
+        "one_at_a_time_added_p50_ms": round(alone.percentile(0.5) - direct.percentile(0.5), 2),
         "statuses": measured.statuses,
         "setup": {"requests": args.requests, "concurrency": args.concurrency, "stream": args.stream,
                   "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]},

