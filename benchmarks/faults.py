@@ -2,7 +2,7 @@
 replica, a gateway worker, the training worker mid-run, Redis and PostgreSQL, each brought back
 by the cluster; then count, from the clients' own log and the database, what was lost or doubled.
 
-    PYTHONPATH=.:platform .venv/bin/python benchmarks/faults.py [--clients 3] [--steady-s 12] [--base-model DIR] [--json]
+    PYTHONPATH=.:platform .venv/bin/python benchmarks/faults.py [--clients 3] [--steady-s 12] [--base-model DIR] [--only SERVICE...] [--json]
 
 The traffic: `--clients` threads, each sending a chat completion (no retries: every failure is
 counted) and then one feedback event about each answer, in a batch with the answer's idempotency
@@ -171,7 +171,7 @@ org = Organization.objects.get(slug={slug!r})
 print(json.dumps({{
     "interactions": [str(i) for i in Interaction.objects.for_org(org).values_list("id", flat=True)],
     "feedback": list(FeedbackEvent.objects.for_org(org).values_list("idempotency_key", flat=True)),
-    "runs": [[str(r.id), r.status, str(r.candidate_id) if r.candidate_id else None, r.attempts]
+    "runs": [[str(r.id), r.status, str(r.candidate_id) if r.candidate_id else None, r.attempts, r.error[-400:]]
              for r in TrainingRun.objects.for_org(org)],
     "versions": list(AdapterVersion.objects.for_org(org).values_list("name", flat=True)),
 }}))
@@ -190,6 +190,7 @@ def measure(args: argparse.Namespace) -> dict:
         time.sleep(args.steady_s)
         faults = [Fault("vLLM replica", "vllm-1"), Fault("gateway worker", "web-worker-1"),
                   Fault("training worker mid-run", "training-worker"), Fault("Redis", "redis"), Fault("PostgreSQL", "postgres")]
+        faults = [fault for fault in faults if not args.only or fault.service in args.only]
         run_id = None
         for fault in faults:
             if fault.service == "training-worker":
@@ -259,6 +260,7 @@ def main() -> None:
     parser.add_argument("--recover-s", type=float, default=300.0, help="the longest a service may take to come back")
     parser.add_argument("--port", type=int, default=8190)
     parser.add_argument("--base-model", type=Path, help="default: the embedded demo model")
+    parser.add_argument("--only", nargs="+", metavar="SERVICE", help="kill only these (vllm-1 web-worker-1 training-worker redis postgres)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     result = measure(args)
