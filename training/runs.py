@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connections, transaction
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, connections, transaction
 from django.db.models import F, Model, Q
 from django.utils import timezone
 
@@ -119,6 +119,11 @@ def run_execute(run_id: str) -> TrainingRun | None:
             return _register(run, adapter_dir, report)
     except DomainError as error:
         return _fail(run, error.message)
+    except (OperationalError, InterfaceError) as error:
+        # The database went away (restarting, unreachable): not the run's fault. It stays held
+        # until its lease runs out, and the next attempt resumes from the checkpoint.
+        log.warning("Training run %s: attempt %d lost the database (%s); the run is left to the next attempt", run.pk, attempt, error)
+        return None
     except Exception as error:
         log.exception("Training run %s failed", run.pk)
         return _fail(run, f"{type(error).__name__}: {error}")

@@ -94,6 +94,27 @@ def test_a_run_held_by_a_live_attempt_is_left_alone_and_a_dead_ones_is_taken_ove
     assert AdapterVersion.objects.for_org(acme.org).count() == 1
 
 
+def test_an_attempt_that_loses_the_database_leaves_the_run_to_the_next_one(acme, training, sent, monkeypatch):
+    """PostgreSQL restarting under a run is not the run's failure: the next attempt resumes it."""
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    run = requested(acme.org)
+
+    def unavailable(**_):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(runs, "adapter_register", unavailable)
+        assert runs.run_execute(str(run.pk)) is None
+    left = TrainingRun.objects.for_org(acme.org).get(pk=run.pk)
+    assert left.status == Status.RUNNING and not left.error
+
+    lease = timedelta(seconds=training.TRAINING_LEASE_S + 1)
+    TrainingRun.objects.for_org(acme.org).filter(pk=run.pk).update(heartbeat_at=timezone.now() - lease)
+    done = runs.run_execute(str(run.pk))
+    assert done.status == Status.SUCCEEDED and done.attempts == 2
+    assert AdapterVersion.objects.for_org(acme.org).count() == 1
+
+
 def test_an_attempt_that_lost_its_run_registers_nothing(acme, training, sent, tmp_path):
     rated(acme.org, ("edit_persisted",), ("edit_reverted",))
     run = runs._claim(str(requested(acme.org).pk))
