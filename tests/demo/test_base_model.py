@@ -8,6 +8,8 @@ import pytest
 from demo.base_model import bootstrap
 from demo.base_model.config import TINY, BaseModelConfig
 
+pytestmark = pytest.mark.one_database  # no database at all
+
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):

@@ -19,7 +19,7 @@ from tests.serving.vllm_server import deployed_adapter
 from training.cycles import score_completions
 from training.engine import completion_logprobs
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.one_database]
 
 
 STYLE = Style(naming="snake", indent="4", docstring="no", hints="yes")

@@ -20,7 +20,7 @@ import pytest
 from serving.vllm_process import free_port
 from tests.serving.vllm_server import BASE_NAME
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.one_database]  # manage.py up runs the embedded default
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from demo.domain import FILES, TASKS, Prompt, render_ask, render_prompt
 from serving import vllm_client
 from tests.serving.vllm_server import BASE_NAME
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.one_database]
 
 
 PROMPT = [{"role": "user", "content": render_prompt(Prompt(TASKS[5], FILES[0]))}]

@@ -15,7 +15,7 @@ from tenants.recording import task_create
 from tests.console.conftest import PASSWORD, person
 from tests.factories import make_tenant, served
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.one_database]
 
 
 def log_in(page: Page, server: str | None, email: str, password: str = PASSWORD) -> None:

@@ -26,7 +26,7 @@ from tests.worker import running_worker
 from training import cycles
 from training.models import Cycle
 
-pytestmark = [pytest.mark.vllm, pytest.mark.worker]
+pytestmark = [pytest.mark.vllm, pytest.mark.worker, pytest.mark.one_database]
 
 # The statuses the cycle's page showed, in order, as it swapped them in (htmx).
 WATCH_STATUS = """() => {
