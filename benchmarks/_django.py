@@ -8,8 +8,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def setup() -> None:
+def serving_env(name: str) -> dict[str, str]:
+    """For the serving benchmarks: a data folder of their own (whatever the environment names:
+    they create organizations), the demo's base model, and per-organization limits out of the
+    way (they measure the gateway and vLLM, not the limits)."""
+    return {"PLATFORM_DATA_DIR": tempfile.mkdtemp(prefix=f"platform-bench-{name}-"), "PLATFORM_BASE_MODEL_NAME": "demo-base",
+            "PLATFORM_REQUESTS_PER_MINUTE": "100000000", "PLATFORM_TOKENS_PER_MINUTE": "1000000000",
+            "PLATFORM_MAX_CONCURRENT_REQUESTS": "1000"}
+
+
+def setup(*, env: dict[str, str] | None = None) -> None:
+    """Django on a throwaway data folder, with `env` set first (the processes a benchmark
+    starts inherit it)."""
     sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+    os.environ.update(env or {})
     os.environ.setdefault("PLATFORM_DATA_DIR", tempfile.mkdtemp(prefix="platform-bench-"))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings.base")
     os.environ.setdefault("LOG_LEVEL", "WARNING")

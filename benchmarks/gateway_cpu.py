@@ -17,19 +17,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-os.environ.update(
-    PLATFORM_DATA_DIR=tempfile.mkdtemp(prefix="platform-bench-gateway-cpu-"),
-    PLATFORM_BASE_MODEL_NAME="demo-base",
-    PLATFORM_REQUESTS_PER_MINUTE="100000000", PLATFORM_TOKENS_PER_MINUTE="1000000000", PLATFORM_MAX_CONCURRENT_REQUESTS="1000",
-)
 sys.path.insert(0, str(Path(__file__).parent))
 import _django  # noqa: E402
 
-_django.setup()
+_django.setup(env=_django.serving_env("gateway-cpu"))
 
 from _serving import ROOT, wait_for, cpu_seconds, run  # noqa: E402
 from django.conf import settings  # noqa: E402

@@ -29,19 +29,13 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-os.environ.update(
-    PLATFORM_DATA_DIR=tempfile.mkdtemp(prefix="platform-bench-serving-"),
-    PLATFORM_BASE_MODEL_NAME="demo-base",
-    PLATFORM_REQUESTS_PER_MINUTE="1000000", PLATFORM_TOKENS_PER_MINUTE="100000000", PLATFORM_MAX_CONCURRENT_REQUESTS="1000",
-)
 sys.path.insert(0, str(Path(__file__).parent))
 import _django  # noqa: E402
 
-_django.setup()
+_django.setup(env=_django.serving_env("serving"))
 
 import httpx  # noqa: E402
 from _serving import BASE_NAME, PROMPTS, Run, cpu_seconds, load, platform_up, run  # noqa: E402
