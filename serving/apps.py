@@ -11,8 +11,10 @@ class ServingConfig(AppConfig):
         from serving import vllm_client
         from serving.deployments import org_adapters_unload
         from serving.registry import org_adapters_destroy
-        from tenants.signals import organization_deleted
+        from serving.taint import adapters_taint
+        from tenants.signals import content_erased, organization_deleted
 
         organization_deleted.connect(org_adapters_unload, dispatch_uid="serving.org_adapters_unload")
         organization_deleted.connect(org_adapters_destroy, dispatch_uid="serving.org_adapters_destroy")
+        content_erased.connect(adapters_taint, dispatch_uid="serving.adapters_taint")
         vllm_client.use_api_key(settings.SERVING_VLLM_API_KEY)

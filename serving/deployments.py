@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from serving import vllm_client
+from serving import taint, vllm_client
 from serving.models import AdapterVersion, Route
 from serving.registry import adapter_files, route_of
 from serving.routing import route_changed
@@ -88,6 +88,8 @@ def adapter_deploy(*, adapter: AdapterVersion, actor: str) -> Route:
     routed in one switch."""
     if adapter.status == AdapterVersion.Status.BLOCKED:
         raise Conflict(f"{adapter.name} was blocked by a gate; it is never served.")
+    if not taint.deployable(adapter):
+        raise Conflict(f"{adapter.name} was trained on erased content, and the privacy policy retrains: it is not served again.")
     adapter_load_everywhere(adapter)
     return deploy_switch(adapter=adapter, actor=actor)
 
@@ -107,17 +109,18 @@ def deploy_switch(*, adapter: AdapterVersion, actor: str) -> Route:
         _switch(route, to=adapter)
         audit_record(org=adapter.org, actor=actor, action="adapter.deploy", target=adapter.name,
                      before={"serving": _name(previous)}, after={"serving": adapter.name})
+        taint.tainted_retire(org=adapter.org)  # a clean version serves: what erasure reached goes
         transaction.on_commit(lambda: adapters_unload_drained(org=adapter.org))
     return route
 
 
 def adapter_rollback(*, org: Organization, actor: str) -> Route:
     """Serve again what the current version replaced (the base model if it replaced nothing).
-    Successive rollbacks walk back through the deployments."""
+    Successive rollbacks walk back through the deployments, past versions erasure took away."""
     route = Route.objects.for_org(org).select_related("serving__replaced").first()
     if route is None or route.serving is None:
         raise Conflict("The organization is served the base model; there is nothing to roll back.")
-    current, target = route.serving, route.serving.replaced
+    current, target = route.serving, rollback_target(route.serving)
     if target is not None:
         adapter_load_everywhere(target)  # normally still loaded: then this only checks
     with transaction.atomic():
@@ -128,6 +131,18 @@ def adapter_rollback(*, org: Organization, actor: str) -> Route:
         audit_record(org=org, actor=actor, action="adapter.rollback", target=current.name,
                      before={"serving": current.name}, after={"serving": _name(target)})
     return route
+
+
+def rollback_target(version: AdapterVersion) -> AdapterVersion | None:
+    """What a rollback from `version` returns to: what it replaced, or, past what erasure took
+    away (serving/taint.py), the one before; None: the base model."""
+    target, seen = version.replaced, {version.pk}
+    while target is not None and not taint.deployable(target):
+        if target.pk in seen:  # redeploying an old version makes the history loop
+            return None
+        seen.add(target.pk)
+        target = target.replaced
+    return target
 
 
 def canary_start(*, adapter: AdapterVersion, share: float, actor: str) -> Route:
@@ -197,7 +212,8 @@ def adapters_unload_drained(*, org: Organization) -> None:
     """Unload the organization's versions that routing no longer reaches, except the one a
     rollback would return to. Best effort: a replica that is down forgets them anyway."""
     route = Route.objects.for_org(org).select_related("serving").first()
-    keep = {route.serving_id, route.canary_id, route.serving.replaced_id if route.serving else None}
+    rollback_to = rollback_target(route.serving) if route.serving else None
+    keep = {route.serving_id, route.canary_id, rollback_to.pk if rollback_to else None}
     names = set(AdapterVersion.objects.for_org(org).exclude(pk__in={k for k in keep if k}).values_list("name", flat=True))
     _unload_everywhere(names.__contains__, whose=f"{org.slug}'s drained adapters")
 
@@ -220,7 +236,8 @@ def _routed() -> list[AdapterVersion]:
     routed = AdapterVersion.objects.across_orgs().filter(
         status__in=(AdapterVersion.Status.SERVING, AdapterVersion.Status.CANARY)
     ).select_related("replaced", "org")
-    return list(({a.pk: a for a in routed} | {a.replaced.pk: a.replaced for a in routed if a.replaced}).values())
+    rollbacks = [a.replaced for a in routed if a.replaced and a.replaced.weights_deleted_at is None]
+    return list(({a.pk: a for a in routed} | {a.pk: a for a in rollbacks}).values())
 
 
 def _locked_route(org: Organization) -> Route:

@@ -21,6 +21,10 @@ class AdapterVersion(models.Model):
         BLOCKED = "blocked"  # refused by a gate; never served
         RETIRED = "retired"  # served once, replaced since
 
+    class Origin(models.TextChoices):
+        TRAINED = "trained"  # by this platform's training runs
+        UPLOADED = "uploaded"  # trained elsewhere, uploaded as a PEFT directory (serving/uploads.py)
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="adapter_versions")
     version = models.PositiveIntegerField()
@@ -31,7 +35,13 @@ class AdapterVersion(models.Model):
     # Lineage, filled by training: what it was trained from and on.
     parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, related_name="children")
     dataset_sha256 = models.CharField(max_length=64, blank=True)
+    reward_spec_version = models.PositiveIntegerField(null=True)  # the reward spec its training used
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.TRAINED)
     gate_report = models.JSONField(null=True)
+    # Erasure reached it (serving/taint.py): content it was trained on, or an ancestor's, is gone.
+    tainted_at = models.DateTimeField(null=True)
+    taint = models.JSONField(null=True)  # why, in counts: {"erased": n, "purged": n, "zero_retention": n, "via": ancestor}
+    weights_deleted_at = models.DateTimeField(null=True)  # a tainted version retired under the retrain policy
     # What this version replaced when it was last deployed (None: the base model); rollback
     # returns there, so successive rollbacks walk back through the deployment history.
     replaced = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, related_name="+")
@@ -45,6 +55,21 @@ class AdapterVersion(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class TrainedOn(models.Model):
+    """One interaction an adapter version was trained on: its lineage, as rows, so that an
+    erasure finds the versions it reaches by an index rather than by reading every run."""
+
+    org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+", db_index=False)
+    adapter = models.ForeignKey(AdapterVersion, on_delete=models.CASCADE, related_name="trained_on")
+    # Not a foreign key: the interaction may be erased, and its id must still name it here.
+    interaction_id = models.UUIDField()
+
+    objects = TenantManager()
+
+    class Meta:
+        indexes = [models.Index(fields=["org", "interaction_id"])]
 
 
 class Route(models.Model):

@@ -13,11 +13,14 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from serving.models import AdapterVersion, Route
+from serving import taint
+from serving.models import AdapterVersion, Route, TrainedOn
 from tenants.errors import Conflict, InvalidInput, NotFound
 from tenants.models import Organization
+from tenants.storage import storage_lock
 from tenants.transactions import retried_on_integrity_error
 
 
@@ -55,8 +58,11 @@ def adapter_base_model(source_dir: Path) -> str:
 
 
 def adapter_register(*, org: Organization, source_dir: Path, parent: AdapterVersion | None = None,
-                     dataset_sha256: str = "") -> AdapterVersion:
-    """Copy a trained adapter under the root as the organization's next version, a candidate.
+                     dataset_sha256: str = "", interaction_ids: list[str] = (), reward_spec_version: int | None = None,
+                     origin: str = AdapterVersion.Origin.TRAINED) -> AdapterVersion:
+    """Copy a trained adapter under the root as the organization's next version, a candidate,
+    with its lineage: the interactions it was trained on (`TrainedOn`), and its taint if erasure
+    reached them, or its parent, meanwhile (serving/taint.py).
 
     Refused when it was trained on another base model than the one served: vLLM would load
     it and serve nonsense.
@@ -66,19 +72,27 @@ def adapter_register(*, org: Organization, source_dir: Path, parent: AdapterVers
         raise Conflict(f"The adapter was trained on {base!r}; this platform serves {settings.SERVING_BASE_MODEL_NAME!r}.")
     if parent is not None and parent.org_id != org.pk:
         raise NotFound("No such parent adapter in this organization.")
+    fields = {"base_model": base, "parent": parent, "dataset_sha256": dataset_sha256, "reward_spec_version": reward_spec_version,
+              "origin": origin}
     # A registration racing this one took the number: take the next.
-    return retried_on_integrity_error(lambda: _register_next_version(org, source_dir, base, parent, dataset_sha256))
+    return retried_on_integrity_error(lambda: _register_next_version(org, source_dir, fields, list(interaction_ids)))
 
 
-def _register_next_version(org, source_dir, base, parent, dataset_sha256) -> AdapterVersion:
+def _register_next_version(org, source_dir, fields, interaction_ids) -> AdapterVersion:
     version = 1 + (AdapterVersion.objects.for_org(org).order_by("-version").values_list("version", flat=True).first() or 0)
     relative = f"{org.pk}/v{version}"
     with transaction.atomic():
-        adapter = AdapterVersion.objects.create(
-            org=org, version=version, name=f"{org.slug}@v{version}", base_model=base, path=relative,
-            parent=parent, dataset_sha256=dataset_sha256,
-        )
+        storage_lock(org=org)  # erasures wait, or are seen: taint_at_registration
+        if fields["parent"] is not None:
+            fields["parent"].refresh_from_db(fields=["tainted_at", "taint"])
+        tainted = taint.taint_at_registration(org=org, parent=fields["parent"], interaction_ids=interaction_ids)
+        adapter = AdapterVersion.objects.create(org=org, version=version, name=f"{org.slug}@v{version}", path=relative,
+                                                taint=tainted, tainted_at=timezone.now() if tainted else None, **fields)
+        lineage = [TrainedOn(org=org, adapter=adapter, interaction_id=i) for i in interaction_ids]
+        TrainedOn.objects.for_org(org).bulk_create(lineage, batch_size=taint.CHUNK)
         _copy_in(source_dir, confined_path(relative))
+        if tainted:
+            taint.taint_announce(adapter)
     return adapter
 
 

@@ -96,10 +96,12 @@ class PrivacyPolicy(models.Model):
     store_content = models.BooleanField(default=True)
     retention_days = models.PositiveIntegerField(default=30)
     redact = models.BooleanField(default=True)
+    # What follows when erasure reaches an adapter version trained on the erased content
+    # (serving/taint.py): retrain from the newest untainted ancestor, or keep serving it.
+    tainted_adapters = models.CharField(max_length=8, choices=[("retrain", "retrain"), ("keep", "keep")], default="retrain")
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = TenantManager()
-
 
 
 class AuditEvent(models.Model):

@@ -1,7 +1,7 @@
 """Privacy policies: read, change (audited), and what a change sets in motion."""
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from django.db import transaction
 
@@ -20,6 +20,7 @@ class PrivacySettings:
     store_content: bool = True
     retention_days: int = 30
     redact: bool = True
+    tainted_adapters: Literal["retrain", "keep"] = "retrain"
 
     HELP: ClassVar[dict[str, str]] = {
         "training_enabled": "Train this organization's adapter on its own users' interactions.",
@@ -28,6 +29,9 @@ class PrivacySettings:
         "retention_days": "Recorded text older than this is purged.",
         "redact": "Replace secrets (keys, tokens, passwords) and personal data (emails, phone numbers, addresses) "
                   "before anything is stored.",
+        "tainted_adapters": "When erased or purged content trained an adapter version: retrain (the next cycle trains from "
+                            "the newest version it did not reach, and the tainted ones are retired and their weights deleted "
+                            "once a clean one serves) or keep (they may serve on; each is recorded in the audit log).",
     }
 
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {"retention_days": (1, 3650)}

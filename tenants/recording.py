@@ -18,6 +18,7 @@ from tenants.feedback import idempotency_key_normal
 from tenants.locking import OrgRows
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Organization, PrivacyPolicy
 from tenants.selectors import tasks_list
+from tenants.signals import content_erased
 from tenants.storage import (
     FEEDBACK_ROW_BYTES,
     INTERACTION_ROW_BYTES,
@@ -195,16 +196,20 @@ def interaction_content(*, interaction: Interaction) -> dict | None:
 
 
 def interaction_erase(*, interaction: Interaction, actor: str) -> None:
-    """Erase one interaction with its content and the feedback about it."""
+    """Erase one interaction with its content and the feedback about it; the adapter versions
+    trained on it are tainted in the same transaction (signals.content_erased)."""
     erased_id = str(interaction.pk)  # delete() clears pk
     with transaction.atomic():
         storage_lock(org=interaction.org)
         erasing = Interaction.objects.for_org(interaction.org).filter(pk=interaction.pk)
         if erasing.exists():
+            had_content = erasing.filter(content__isnull=False).exists()  # without it, it never trained anything
             feedback = FeedbackEvent.objects.for_org(interaction.org).filter(interaction=interaction).count()
             freed = INTERACTION_ROW_BYTES + content_bytes(erasing) + feedback * FEEDBACK_ROW_BYTES
             interaction.delete()
             storage_used_change(org=interaction.org, delta=-freed)
+            if had_content:
+                content_erased.send(sender=Interaction, org=interaction.org, interaction_ids=[erased_id], reason="erased")
         audit_record(org=interaction.org, actor=actor, action="interaction.erase", target=erased_id)
 
 

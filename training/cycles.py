@@ -22,8 +22,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from serving import canary, deployments, gates
-from serving.registry import adapter_files, adapter_register, base_model_dir
+from serving import canary, deployments, gates, taint
+from serving.registry import adapter_files, adapter_register, base_model_dir, route_of
 from serving.statistics import mean
 from serving.vllm_client import VllmError
 from tenants import transactions
@@ -44,6 +44,14 @@ def cycle_request(*, org: Organization, trigger: str, actor: str) -> Cycle:
     """Queue a cycle; refused while training is off or another cycle is active."""
     trainable_check(org=org)
     return runs.queue_one(Cycle, "cycle", org=org, trigger=trigger, actor=actor, task=ADVANCE_TASK)
+
+
+def cycle_for_upload(*, adapter, actor: str, **_) -> Cycle:
+    """Connected to serving's candidate_uploaded: the uploaded candidate's cycle, which starts at
+    the gates (there is nothing to train) and goes on like any other. Conflict while another
+    cycle is active, which refuses the upload."""
+    return runs.queue_one(Cycle, "cycle", org=adapter.org, trigger=TrainingRun.Trigger.UPLOAD, actor=actor, task=ADVANCE_TASK,
+                          status=Status.GATING, candidate=adapter, incumbent=route_of(org=adapter.org).serving)
 
 
 def cycle_get(*, org: Organization, cycle_id) -> Cycle:
@@ -111,6 +119,9 @@ def _after_training(cycle: Cycle) -> None:
 
 
 def _gate(cycle: Cycle) -> None:
+    if _tainted_to_retrain(cycle.candidate):
+        _fail(cycle, Status.GATING, _TAINTED.format(cycle.candidate.name))
+        return
     started = time.monotonic()
     report = gates.gates_evaluate(candidate=cycle.candidate, incumbent=cycle.incumbent, score=score_completions,
                                   thresholds=gates.thresholds_for(cycle.org))
@@ -144,7 +155,8 @@ SHORTER_STEP = 0.5
 
 
 def _shorter_step_worth_gating(cycle: Cycle, report: gates.GateReport) -> bool:
-    return (not _shorter_step_history(cycle)  # once per cycle
+    return (cycle.training_run is not None  # an uploaded candidate has no step of ours to shorten
+            and not _shorter_step_history(cycle)  # once per cycle
             and all(check.name in CAPABILITY_GUARDRAILS for check in report.blocked_by))
 
 
@@ -154,15 +166,17 @@ def _shorter_step_history(cycle: Cycle) -> dict:
 
 
 def _gate_a_shorter_step(cycle: Cycle, report: gates.GateReport, seconds: dict) -> None:
-    """Block the candidate, register half its step from the incumbent as the cycle's candidate,
+    """Block the candidate, register half its step from its parent as the cycle's candidate,
     and gate that one: a compare-and-set on the cycle's candidate, so a duplicate does it once."""
     blocked, blocked_by = cycle.candidate, [check.label for check in report.blocked_by]
+    run, parent = cycle.training_run, blocked.parent
     work = runs.org_work_dir(cycle.org_id) / f"cycle-{cycle.pk}-step"
     shutil.rmtree(work, ignore_errors=True)
-    stepped = engine.adapter_at_step(incumbent_adapter_dir=adapter_files(cycle.incumbent) if cycle.incumbent else None,
+    stepped = engine.adapter_at_step(incumbent_adapter_dir=adapter_files(parent) if parent else None,
                                      trained_adapter_dir=adapter_files(blocked), fraction=SHORTER_STEP, out_dir=work)
     with transaction.atomic():
-        shorter = adapter_register(org=cycle.org, source_dir=stepped, parent=cycle.incumbent, dataset_sha256=blocked.dataset_sha256)
+        shorter = adapter_register(org=cycle.org, source_dir=stepped, parent=parent, dataset_sha256=blocked.dataset_sha256,
+                                   interaction_ids=run.interaction_ids, reward_spec_version=blocked.reward_spec_version)
         moved = Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=Status.GATING, candidate=blocked).update(
             candidate=shorter, stage_seconds=seconds, updated_at=timezone.now(),
             gate_report={"shorter_step_of": blocked.name, "first_blocked_by": blocked_by})
@@ -185,6 +199,11 @@ def _judge_canary(cycle: Cycle) -> None:
     if candidate.status == candidate.Status.BLOCKED:  # an admin rolled it back by hand
         _end_canary(cycle, Status.ROLLED_BACK, report=None)
         return
+    if _tainted_to_retrain(candidate):
+        with transaction.atomic():
+            if _move(cycle, Status.CANARY, Status.FAILED, error=_TAINTED.format(candidate.name), finished_at=timezone.now()):
+                deployments.canary_stop(adapter=candidate, actor="erasure", reason="tainted by erasure")
+        return
     report = canary.canary_evaluate(org=cycle.org, candidate=candidate, incumbent=cycle.incumbent,
                                     since=cycle.canary_started_at, policy=canary.canary_policy_for(cycle.org))
     if report.decision == canary.WAIT:
@@ -205,6 +224,14 @@ def _judge_canary(cycle: Cycle) -> None:
                     deployments.canary_stop(adapter=candidate, actor="canary", reason=reason)
     except Conflict:
         pass
+
+
+_TAINTED = "Erasure reached {}'s training data, and the privacy policy retrains: it never serves."
+
+
+def _tainted_to_retrain(candidate) -> bool:
+    candidate.refresh_from_db(fields=["tainted_at"])
+    return candidate.tainted_at is not None and taint.taint_policy(candidate.org) == taint.RETRAIN
 
 
 def score_completions(adapter, pairs: list[tuple[list[int], list[int]]]) -> list[float]:
@@ -247,19 +274,46 @@ def _seconds_between(start, end) -> float | None:
 
 
 def cycles_start_due(*, now=None) -> list[Cycle]:
-    """Start a cycle for each organization whose training schedule says one is due."""
+    """Start a cycle for each organization whose training schedule says one is due, or whose
+    serving version erasure tainted under the retrain policy (once per taint: after that one,
+    the schedule's)."""
     now = now or timezone.now()
     started = []
     trainable = PrivacyPolicy.objects.across_orgs().filter(training_enabled=True, store_content=True).select_related("org")
     for policy in trainable:
         org = policy.org
-        if Cycle.objects.for_org(org).filter(status__in=Cycle.ACTIVE).exists() or not schedules.run_due(org=org, now=now):
+        if Cycle.objects.for_org(org).filter(status__in=Cycle.ACTIVE).exists():
+            continue
+        trigger = TrainingRun.Trigger.ERASURE if _retrain_due(org) else TrainingRun.Trigger.SCHEDULE
+        if trigger == TrainingRun.Trigger.SCHEDULE and not schedules.run_due(org=org, now=now):
             continue
         try:
-            started.append(cycle_request(org=org, trigger=TrainingRun.Trigger.SCHEDULE, actor="schedule"))
+            started.append(cycle_request(org=org, trigger=trigger, actor=trigger))
         except Conflict:  # an admin's request won the race
             continue
     return started
+
+
+def _retrain_due(org: Organization) -> bool:
+    serving = route_of(org=org).serving
+    return (serving is not None and serving.tainted_at is not None and taint.taint_policy(org) == taint.RETRAIN
+            and not Cycle.objects.for_org(org).filter(created_at__gte=serving.tainted_at).exists())
+
+
+def retrain_tainted(*, org: Organization, **_) -> None:
+    """Connected to serving's adapters_tainted: once the taint commits, start the retrain the
+    privacy policy asks for, or hurry along an active cycle whose candidate is tainted (it
+    fails at its next step)."""
+    def start() -> None:
+        active = Cycle.objects.for_org(org).filter(status__in=[Status.GATING, Status.CANARY]).first()
+        if active is not None:
+            transactions.send(ADVANCE_TASK, active.pk)
+        elif _retrain_due(org) and PrivacyPolicy.objects.for_org(org).filter(training_enabled=True, store_content=True).exists():
+            try:
+                cycle_request(org=org, trigger=TrainingRun.Trigger.ERASURE, actor="erasure")
+            except Conflict:  # a cycle started meanwhile; the tick retrains after it if it must
+                pass
+    transaction.on_commit(start)
 
 
 def cycles_nudge(*, now=None) -> list[str]:

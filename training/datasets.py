@@ -47,13 +47,17 @@ class Dataset:
 
 def dataset_build(*, org: Organization, incumbent: AdapterVersion | None, spec: RewardSpecValues,
                   since: datetime | None = None, until: datetime | None = None, staleness: int = STALENESS_VERSIONS,
-                  fresh_since: datetime | None = None, limit: int | None = None) -> Dataset:
+                  fresh_since: datetime | None = None, limit: int | None = None,
+                  behaviours: dict[str | None, bool] | None = None) -> Dataset:
     """The examples of one run; with `limit`, the most recent ones only, so that one organization's
     backlog cannot hold a worker for hours. With `fresh_since` (the last run's end, when the run's
     window reaches further back), what was created before it and got no feedback after it was
-    trained on already: such examples are marked replayed."""
+    trained on already: such examples are marked replayed. `behaviours` (served name, None: the
+    base, -> whether it is the version trained from) replaces the incumbent and its staleness
+    (`served_since`, for a run that trains from an older version than the incumbent)."""
     trainable_check(org=org)
-    behaviours = _behaviour_versions(incumbent, staleness)  # served name (None: base) -> is the incumbent
+    if behaviours is None:
+        behaviours = _behaviour_versions(incumbent, staleness)
     candidates = _candidates(org, behaviours, since, until)  # a query: what follows selects in SQL, not over a list of ids
     rows = list(candidates.defer("content"))  # the content only of what trains, read below
     events = _events_by_interaction(org, candidates, until)
@@ -127,6 +131,19 @@ def _behaviour_versions(incumbent: AdapterVersion | None, staleness: int) -> dic
         if replaced is None:
             break
         version = replaced
+    return versions
+
+
+def served_since(incumbent: AdapterVersion | None, parent: AdapterVersion | None) -> dict[str | None, bool]:
+    """The behaviours of a run that trains from `parent`, an ancestor of the incumbent that
+    erasure did not reach: every version deployed since the parent served (each replaced the
+    one before), off-policy; the parent's own completions, on-policy. All of it is newer than
+    anything the parent was trained on, so nothing is replayed."""
+    versions, version = {}, incumbent
+    while version is not None and version != parent and version.name not in versions:  # redeploying an old version loops
+        versions[version.name] = False
+        version = version.replaced
+    versions[parent.name if parent else None] = True
     return versions
 
 

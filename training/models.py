@@ -77,6 +77,8 @@ class TrainingRun(models.Model):
     class Trigger(models.TextChoices):
         SCHEDULE = "schedule"  # the organization's training schedule found it due
         REQUEST = "request"  # an admin asked for it (API)
+        ERASURE = "erasure"  # erasure tainted the serving version, and the privacy policy says retrain
+        UPLOAD = "upload"  # an adapter trained elsewhere was uploaded: its cycle starts at the gates
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     org = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="training_runs")
@@ -86,6 +88,9 @@ class TrainingRun(models.Model):
     # What it trains from and on, fixed when first claimed so that every attempt sees the same data:
     # interactions created and feedback received in (since, until].
     incumbent = models.ForeignKey("serving.AdapterVersion", on_delete=models.SET_NULL, null=True, related_name="+")
+    # The version it trains from (None: the base model): the incumbent, or, when erasure tainted
+    # the incumbent, its newest untainted ancestor (serving/taint.py).
+    parent = models.ForeignKey("serving.AdapterVersion", on_delete=models.SET_NULL, null=True, related_name="+")
     reward_spec_version = models.PositiveIntegerField(null=True)
     since = models.DateTimeField(null=True)
     until = models.DateTimeField(null=True)

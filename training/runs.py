@@ -36,13 +36,14 @@ from django.utils import timezone
 from serving.gates import thresholds_for
 from serving.registry import adapter_files, adapter_register, base_model_dir, route_of
 from serving.suite_samples import global_suite
+from serving.taint import untainted_ancestor
 from tenants import transactions
 from tenants.audit import audit_record
 from tenants.errors import Conflict, DomainError, NotFound
 from tenants.models import Organization
 from tenants.privacy import trainable_check
 from training import engine
-from training.datasets import STALENESS_VERSIONS, dataset_build
+from training.datasets import STALENESS_VERSIONS, dataset_build, served_since
 from training.models import TrainingRun
 from training.rewards import reward_spec_get
 from training.steps import step_choose
@@ -130,7 +131,7 @@ def run_execute(run_id: str) -> TrainingRun | None:
 
 
 def _claim(run_id: str) -> TrainingRun | None:
-    run = TrainingRun.objects.across_orgs().select_related("org", "incumbent").filter(pk=run_id).first()
+    run = TrainingRun.objects.across_orgs().select_related("org", "incumbent", "parent").filter(pk=run_id).first()
     now = timezone.now()
     if run is None:
         return None
@@ -153,11 +154,15 @@ def _claim(run_id: str) -> TrainingRun | None:
 
 
 def _fix_window(run: TrainingRun, now: datetime) -> None:
-    """What the run trains from and on, decided once: every later attempt builds the same dataset."""
+    """What the run trains from and on, decided once: every later attempt builds the same dataset.
+    It trains from the incumbent, or, when erasure tainted it, from its newest untainted ancestor
+    on everything served since that one (serving/taint.py)."""
     run.incumbent = route_of(org=run.org).serving
+    run.parent = untainted_ancestor(run.incumbent)
     run.reward_spec_version = reward_spec_get(org=run.org).version
-    run.since, run.until = last_window_end(run.org, back=settings.TRAINING_REPLAY_RUNS), now
-    _save_if_held(run, "incumbent", "reward_spec_version", "since", "until")
+    retraining = run.parent != run.incumbent
+    run.since, run.until = None if retraining else last_window_end(run.org, back=settings.TRAINING_REPLAY_RUNS), now
+    _save_if_held(run, "incumbent", "parent", "reward_spec_version", "since", "until")
 
 
 def last_window_end(org: Organization, *, back: int = 0) -> datetime | None:
@@ -171,9 +176,13 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
     spec = reward_spec_get(org=run.org, version=run.reward_spec_version)
     # Replayed windows reach one version further back each: their data was served by those versions.
     # The last run's end cannot move while this run is active (one at a time): every attempt agrees on it.
-    dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
-                            staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, fresh_since=last_window_end(run.org),
-                            limit=settings.TRAINING_MAX_EXAMPLES)
+    if run.parent_id != run.incumbent_id:  # past tainted versions: everything served since the parent is new to it
+        dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, until=run.until,
+                                behaviours=served_since(run.incumbent, run.parent), limit=settings.TRAINING_MAX_EXAMPLES)
+    else:
+        dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
+                                staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, fresh_since=last_window_end(run.org),
+                                limit=settings.TRAINING_MAX_EXAMPLES)
     run.interaction_ids, run.dataset_sha256 = dataset.interaction_ids, dataset.sha256
     fresh = [e.reward for e in dataset.examples if not e.replayed]  # what the window's traffic earned, under the run's spec
     run.dataset = {"examples": len(dataset.examples), "off_policy": dataset.off_policy, "replayed": dataset.replayed,
@@ -188,7 +197,7 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
         return adapter_dir, json.loads(report_file.read_text()) if report_file.exists() else {}
     config = engine.TrainConfig.from_dict({**settings.TRAINING_CONFIG, "kl_coef": spec.kl_coef, "seed": run.pk.int % 2**31,
                                            "device": settings.TRAINING_DEVICE})
-    incumbent_dir = adapter_files(run.incumbent) if run.incumbent else None
+    incumbent_dir = adapter_files(run.parent) if run.parent else None  # what it trains from
     trained = work / "trained"
     if trained.exists():  # an earlier attempt trained it and died in the step search
         summary = json.loads(report_file.read_text()) if report_file.exists() else {}
@@ -236,7 +245,8 @@ def _register(run: TrainingRun, adapter_dir: Path, report: dict) -> TrainingRun 
             log.warning("Training run %s: attempt %d lost the run before registering; its adapter is dropped", run.pk, run.attempts)
             _drop_work_if_orphaned(run)
             return None
-        candidate = adapter_register(org=run.org, source_dir=adapter_dir, parent=run.incumbent, dataset_sha256=run.dataset_sha256)
+        candidate = adapter_register(org=run.org, source_dir=adapter_dir, parent=run.parent, dataset_sha256=run.dataset_sha256,
+                                     interaction_ids=run.interaction_ids, reward_spec_version=run.reward_spec_version)
         TrainingRun.objects.for_org(run.org).filter(pk=run.pk).update(candidate=candidate)
         audit_record(org=run.org, actor="training", action="training_run.succeeded", target=str(run.pk),
                      after={"candidate": candidate.name, "examples": len(run.interaction_ids)})

@@ -15,13 +15,29 @@ from tenants.api.serializers import policy_serializer
 from tenants.models import Role
 
 
+class TaintSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(source="tainted_at")
+    erased = serializers.IntegerField(source="taint.erased", default=0, help_text="Interactions it trained on, erased since.")
+    purged = serializers.IntegerField(source="taint.purged", default=0, help_text="... purged by retention since.")
+    zero_retention = serializers.IntegerField(source="taint.zero_retention", default=0,
+                                              help_text="... whose content zero retention dropped.")
+    via = serializers.CharField(source="taint.via", allow_null=True, default=None,
+                                help_text="The tainted ancestor it descends from, when the taint is inherited.")
+    weights_deleted_at = serializers.DateTimeField(allow_null=True, help_text="Retired under the retrain policy: its weights are gone.")
+
+    def to_representation(self, adapter):
+        return None if adapter.tainted_at is None else super().to_representation(adapter)
+
+
 class AdapterVersionSerializer(serializers.Serializer):
     name = serializers.CharField(help_text="The immutable served name, <org>@v<N>.")
     version = serializers.IntegerField()
     status = serializers.ChoiceField(choices=AdapterVersion.Status.choices)
     base_model = serializers.CharField()
     parent = serializers.CharField(source="parent.name", allow_null=True, default=None, help_text="The version it was trained from.")
+    origin = serializers.ChoiceField(choices=AdapterVersion.Origin.choices, help_text="Trained here, or uploaded.")
     created_at = serializers.DateTimeField()
+    tainted = TaintSerializer(source="*", allow_null=True, help_text="Null unless erasure reached its training data.")
     gate_report = serializers.JSONField(allow_null=True, help_text="As a cycle's: each check's figures, interval and verdict, "
                                                                    "the suite's sampling, the cumulative detectors' lineage.")
 

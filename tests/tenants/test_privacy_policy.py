@@ -7,7 +7,7 @@ URL = "/api/v1/privacy-policy"
 def test_a_new_organization_does_not_train_on_its_data_by_default(db):
     tenant = make_tenant("Initech")
     assert tenant.client.get(URL).json() == {
-        "training_enabled": False, "store_content": True, "retention_days": 30, "redact": True,
+        "training_enabled": False, "store_content": True, "retention_days": 30, "redact": True, "tainted_adapters": "retrain",
     }
 
 
