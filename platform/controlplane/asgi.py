@@ -25,4 +25,6 @@ async def _routed(scope, receive, send):
         await django_application(scope, receive, send)
 
 
-application = body_limited(_routed, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+# An adapter upload is the one body allowed past the API's limit (serving/uploads.py).
+application = body_limited(_routed, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+                           larger={("POST", "/api/v1/adapters"): settings.SERVING_ADAPTER_UPLOAD_MAX_BYTES})

@@ -4,7 +4,8 @@ Django's ASGI handler spools the whole body of every request to a temporary file
 view, authentication included, can look at it: an anonymous client could make the server read
 and store gigabytes. This wraps the whole application: a body that declares a length past the
 limit is answered 413 without a byte read, and one that does not declare it (chunked) is cut
-off, and answered 413, as soon as it passes the limit.
+off, and answered 413, as soon as it passes the limit. `larger` gives a few (method, path)
+pairs a limit of their own.
 """
 
 import json
@@ -13,10 +14,14 @@ REFUSED = {"error": {"code": "request_too_large", "message": "The request body i
                      "type": "invalid_request_error", "param": None}}
 
 
-def body_limited(app, *, limit: int):
+def body_limited(app, *, limit: int, larger: dict[tuple[str, str], int] | None = None):
     async def application(scope, receive, send):
         if scope["type"] != "http":
             return await app(scope, receive, send)
+        allowed = (larger or {}).get((scope["method"], scope["path"]), limit)
+        await limited(scope, receive, send, allowed)
+
+    async def limited(scope, receive, send, limit: int):
         declared = dict(scope.get("headers") or []).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             return await _refuse(send, limit)

@@ -4,6 +4,7 @@ from serving.api import views
 
 urlpatterns = [
     path("adapters", views.AdapterListView.as_view()),
+    path("adapters/<str:name>/download", views.AdapterDownloadView.as_view()),
     path("adapters/<str:name>/promote", views.AdapterPromoteView.as_view()),
     path("adapters/<str:name>/rollback", views.AdapterRollbackView.as_view()),
     path("alerts", views.AlertListView.as_view()),

@@ -2,16 +2,20 @@
 hand, alerts, and the gate and canary policies."""
 
 from django.conf import settings
+from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import serializers
+from rest_framework import serializers, status
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from serving import alerts, canary, deployments, gates, registry, selectors, traffic
+from serving import alerts, canary, deployments, exports, gates, registry, selectors, traffic, uploads
 from serving.models import AdapterVersion, Alert
 from serving.policies import CanaryPolicy, Limits, Thresholds
 from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by
 from tenants.api.serializers import policy_serializer
+from tenants.errors import InvalidInput
 from tenants.models import Role
 
 
@@ -42,10 +46,54 @@ class AdapterVersionSerializer(serializers.Serializer):
                                                                    "the suite's sampling, the cumulative detectors' lineage.")
 
 
+class AdapterUploadSerializer(serializers.Serializer):
+    archive = serializers.FileField(help_text="A tar.gz of a PEFT LoRA directory: adapter_config.json and "
+                                              "adapter_model.safetensors, at the top or in one folder, and optionally the "
+                                              "manifest.json of a download.")
+
+
+class AdapterUploadedSerializer(serializers.Serializer):
+    adapter = AdapterVersionSerializer()
+    cycle = serializers.UUIDField(allow_null=True, help_text="The cycle that gates it and, if it passes, canaries it.")
+
+
 class AdapterListView(APIView):
+    roles = {"POST": Role.ADMIN}
+    parser_classes = [MultiPartParser]
+
     @extend_schema(responses=AdapterVersionSerializer(many=True))
     def get(self, request):
         return Response(AdapterVersionSerializer(selectors.adapters_list(org=request.auth.org), many=True).data)
+
+    @extend_schema(request={"multipart/form-data": AdapterUploadSerializer},
+                   responses={201: AdapterUploadedSerializer, **ERRORS,
+                              409: OpenApiResponse(description="Another cycle is active; upload again once it ends."),
+                              413: OpenApiResponse(description="The archive is larger than the deployment allows.")},
+                   description="Register an adapter trained elsewhere as a candidate of this organization. The archive is "
+                               "checked first (base model, rank, target modules and tensor shapes, file sizes, no paths "
+                               "outside it, no links, no pickles); a refusal is a 400 whose code names the problem. A "
+                               "candidate reaches users only through the gates and a canary, in a cycle started here. Audited.")
+    def post(self, request):
+        archive = request.FILES.get("archive")
+        if archive is None:
+            raise InvalidInput("Send the archive as the multipart form field `archive`.")
+        adapter, cycle = uploads.adapter_upload(org=request.auth.org, archive=archive, actor=request.auth.actor)
+        return Response(AdapterUploadedSerializer({"adapter": adapter, "cycle": cycle}).data, status=status.HTTP_201_CREATED)
+
+
+class AdapterDownloadView(APIView):
+    find = staticmethod(registry.adapter_get)
+    roles = {"GET": Role.ADMIN}
+
+    @extend_schema(responses={(200, "application/gzip"): OpenApiTypes.BINARY, **ERRORS,
+                              409: OpenApiResponse(description="Its weights were deleted (erasure).")},
+                   description="The version as a PEFT directory in a tar.gz, with manifest.json (base model and its "
+                               "fingerprint, parent, dataset lineage hash, reward spec version, gate report, taint): "
+                               "peft.PeftModel.from_pretrained and vLLM's --lora-modules load the folder as it is.")
+    def get(self, request, name):
+        adapter = registry.adapter_get(org=request.auth.org, name=name)
+        return FileResponse(exports.adapter_archive(adapter), as_attachment=True, content_type="application/gzip",
+                            filename=f"{exports.archive_name(adapter)}.tar.gz")
 
 
 class RouteSerializer(serializers.Serializer):

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 
 from controlplane.asgi import application
+from controlplane.body_limit import body_limited
 
 LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
@@ -48,3 +49,33 @@ def test_an_undeclared_length_is_cut_off_once_it_passes_the_limit(path, status):
     sent, asked = call(path, declared=None, chunks=1000, chunk_size=chunk)  # a gigabyte, chunked, with no key
     assert asked <= LIMIT // chunk + 2 and sent[0]["status"] == status
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]  # one answer, nothing after it
+
+
+def test_an_adapter_upload_has_a_limit_of_its_own():
+    upload_limit = settings.SERVING_ADAPTER_UPLOAD_MAX_BYTES
+    assert upload_limit > LIMIT
+    sent, asked = call("/api/v1/adapters", declared=upload_limit + 1, chunks=1)
+    assert asked == 0 and sent[0]["status"] == 413
+    assert str(upload_limit) in json.loads(sent[1]["body"])["error"]["message"]
+
+
+@pytest.mark.parametrize(("method", "path", "size", "status"), [
+    ("POST", "/big", 100, 200), ("POST", "/big", 101, 413), ("PUT", "/big", 11, 413), ("POST", "/other", 11, 413),
+])
+def test_larger_limits_hold_for_their_method_and_path_alone(method, path, size, status):
+    async def app(scope, receive, send):
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    sent = []
+    scope = {"type": "http", "method": method, "path": path, "headers": [(b"content-length", str(size).encode())]}
+
+    async def receive():
+        return {"type": "http.request", "body": b" " * size, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(body_limited(app, limit=10, larger={("POST", "/big"): 100})(scope, receive, send))
+    assert sent[0]["status"] == status

@@ -220,6 +220,11 @@ SERVING_VLLM_API_KEY = env_str("PLATFORM_VLLM_API_KEY", None) or hmac.new(
 # size); further loaded adapters are read back from their files when asked for.
 SERVING_VLLM_MAX_LORAS = env_int("PLATFORM_VLLM_MAX_LORAS", 8, minimum=1)  # adapters in one batch
 SERVING_VLLM_MAX_LORA_RANK = env_int("PLATFORM_VLLM_MAX_LORA_RANK", 16, minimum=1)
+# Adapters uploaded through POST /api/v1/adapters (serving/uploads.py): the largest archive, and
+# the modules a LoRA may adapt (the projections of Llama- and Qwen-style models).
+SERVING_ADAPTER_UPLOAD_MAX_BYTES = env_int("PLATFORM_ADAPTER_UPLOAD_MAX_BYTES", 256 * 1024**2, minimum=1024)
+SERVING_LORA_TARGET_MODULES = env_list("PLATFORM_LORA_TARGET_MODULES",
+                                       ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
 SERVING_VLLM_KV_CACHE_GIB = env_int("PLATFORM_VLLM_KV_CACHE_GIB", 1, minimum=1)  # CPU only
 # A completion that takes longer is answered 503 and not recorded.
 SERVING_UPSTREAM_TIMEOUT_S = env_int("PLATFORM_UPSTREAM_TIMEOUT_S", 120, minimum=1)
