@@ -1,4 +1,5 @@
-"""python -m demo.base_model [--data-dir DIR] [--seed N] [--steps N] [--tiny]: build or find the base model."""
+"""python -m demo.base_model [--data-dir DIR] [--seed N] [--steps N] [--tiny] [--architecture qwen2]: build or
+find the base model (a Qwen2 is the second architecture: PLATFORM_BASE_MODEL_DIR=<its model_dir> serves it)."""
 
 import argparse
 import json
@@ -7,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from demo.base_model.bootstrap import build_info, ensure_base_model
-from demo.base_model.config import TINY, BaseModelConfig
+from demo.base_model.config import ARCHITECTURES, QWEN2, TINY, TINY_QWEN2, BaseModelConfig
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -18,8 +19,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, help="training steps (default: the config's)")
     parser.add_argument("--tiny", action="store_true", help="the seconds-fast test model, not a good one")
+    parser.add_argument("--architecture", choices=ARCHITECTURES, default="llama",
+                        help="llama: the demo's model; qwen2: a second architecture, a few million parameters")
     args = parser.parse_args()
-    config = replace(TINY if args.tiny else BaseModelConfig(), seed=args.seed)
+    configs = {("llama", False): BaseModelConfig(), ("llama", True): TINY, ("qwen2", False): QWEN2, ("qwen2", True): TINY_QWEN2}
+    config = replace(configs[args.architecture, args.tiny], seed=args.seed)
     if args.steps:
         config = replace(config, steps=args.steps)
     model_dir = ensure_base_model(config, args.data_dir)

@@ -1,4 +1,4 @@
-"""Train the base model: corpus -> tokenizer -> a small Llama, loss on the response only.
+"""Train the base model: corpus -> tokenizer -> a small Llama (or Qwen2), loss on the response only.
 
 Deterministic for a config on a given machine: every random draw comes from the config's seed.
 Runs on CUDA when present, else on every CPU core.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 from tqdm import tqdm
-from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from demo.base_model.config import RECIPE_VERSION, BaseModelConfig
 from demo.base_model.corpus import Example, build_corpus
@@ -41,7 +41,7 @@ def build_base_model(config: BaseModelConfig, out_dir: Path, *, progress: bool =
     corpus = build_corpus(config)
     tokenizer = train_tokenizer([e.prompt + "\n" + e.response for e in corpus], config.vocab_size, config.max_positions)
     sequences = [encode(tokenizer, example) for example in corpus]
-    model = LlamaForCausalLM(model_config(config, tokenizer)).to(device)
+    model = build_model(config, tokenizer).to(device)
 
     final_loss = train(model, sequences, config, tokenizer.pad_token_id, device, progress)
 
@@ -63,8 +63,15 @@ def build_base_model(config: BaseModelConfig, out_dir: Path, *, progress: bool =
     return report
 
 
-def model_config(config: BaseModelConfig, tokenizer: PreTrainedTokenizerFast) -> LlamaConfig:
-    return LlamaConfig(
+def build_model(config: BaseModelConfig, tokenizer: PreTrainedTokenizerFast):
+    if config.architecture == "qwen2":
+        return Qwen2ForCausalLM(Qwen2Config(**model_settings(config, tokenizer)))
+    return LlamaForCausalLM(LlamaConfig(**model_settings(config, tokenizer)))
+
+
+def model_settings(config: BaseModelConfig, tokenizer: PreTrainedTokenizerFast) -> dict:
+    """What a Llama and a Qwen2 config share (a Qwen2's q/k/v projections have biases of its own)."""
+    return dict(
         vocab_size=len(tokenizer),
         hidden_size=config.hidden,
         intermediate_size=config.intermediate,
