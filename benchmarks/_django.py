@@ -17,6 +17,14 @@ def serving_env(name: str) -> dict[str, str]:
             "PLATFORM_MAX_CONCURRENT_REQUESTS": "1000"}
 
 
+def demo_base_model() -> Path:
+    """The demo's base model in the repository's data folder, built there if missing."""
+    sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
+    from demo.base_model import embedded_base_model
+
+    return embedded_base_model(ROOT / ".data")
+
+
 def setup(*, env: dict[str, str] | None = None) -> None:
     """Django on a throwaway data folder, with `env` set first (the processes a benchmark
     starts inherit it)."""

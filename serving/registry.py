@@ -9,6 +9,7 @@ is never rewritten: a new set of weights is a new version with a new name.
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -74,11 +75,18 @@ def adapter_register(*, org: Organization, source_dir: Path, parent: AdapterVers
         raise NotFound("No such parent adapter in this organization.")
     fields = {"base_model": base, "parent": parent, "dataset_sha256": dataset_sha256, "reward_spec_version": reward_spec_version,
               "origin": origin}
-    # A registration racing this one took the number: take the next.
-    return retried_on_integrity_error(lambda: _register_next_version(org, source_dir, fields, list(interaction_ids)))
+    # The copy first, outside the transaction: on SQLite a transaction that writes holds every
+    # organization's writes, and an uploaded adapter may take a while to copy.
+    staging = adapters_root() / str(org.pk) / f".incoming-{uuid.uuid4().hex}"
+    shutil.copytree(source_dir, staging)
+    try:
+        # A registration racing this one took the number: take the next.
+        return retried_on_integrity_error(lambda: _register_next_version(org, staging, fields, list(interaction_ids)))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # moved into place, unless the registration failed
 
 
-def _register_next_version(org, source_dir, fields, interaction_ids) -> AdapterVersion:
+def _register_next_version(org, staging, fields, interaction_ids) -> AdapterVersion:
     version = 1 + (AdapterVersion.objects.for_org(org).order_by("-version").values_list("version", flat=True).first() or 0)
     relative = f"{org.pk}/v{version}"
     with transaction.atomic():
@@ -90,23 +98,20 @@ def _register_next_version(org, source_dir, fields, interaction_ids) -> AdapterV
                                                 taint=tainted, tainted_at=timezone.now() if tainted else None, **fields)
         lineage = [TrainedOn(org=org, adapter=adapter, interaction_id=i) for i in interaction_ids]
         TrainedOn.objects.for_org(org).bulk_create(lineage, batch_size=taint.CHUNK)
-        _copy_in(source_dir, confined_path(relative))
+        _move_in(staging, confined_path(relative))
         if tainted:
             taint.taint_announce(adapter)
     return adapter
 
 
-def _copy_in(source_dir: Path, target: Path) -> None:
-    """Copy into a staging folder, then rename: vLLM never sees a half-written adapter.
+def _move_in(staging: Path, target: Path) -> None:
+    """Rename the staged copy into place: vLLM never sees a half-written adapter.
 
     Called inside the transaction that creates the version's row, which holds its number: a
     folder already there was left by a registration that crashed before its commit, and no
     row names it, so it is replaced."""
     if target.exists():
         shutil.rmtree(target)
-    staging = target.with_name(target.name + ".incoming")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source_dir, staging)
     staging.rename(target)
 
 

@@ -136,9 +136,8 @@ def _behaviour_versions(incumbent: AdapterVersion | None, staleness: int) -> dic
 
 def served_since(incumbent: AdapterVersion | None, parent: AdapterVersion | None) -> dict[str | None, bool]:
     """The behaviours of a run that trains from `parent`, an ancestor of the incumbent that
-    erasure did not reach: every version deployed since the parent served (each replaced the
-    one before), off-policy; the parent's own completions, on-policy. All of it is newer than
-    anything the parent was trained on, so nothing is replayed."""
+    erasure did not reach: what every version deployed since the parent served (each replaced
+    the one before), off-policy; the parent's own completions, on-policy."""
     versions, version = {}, incumbent
     while version is not None and version != parent and version.name not in versions:  # redeploying an old version loops
         versions[version.name] = False

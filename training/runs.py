@@ -156,12 +156,11 @@ def _claim(run_id: str) -> TrainingRun | None:
 def _fix_window(run: TrainingRun, now: datetime) -> None:
     """What the run trains from and on, decided once: every later attempt builds the same dataset.
     It trains from the incumbent, or, when erasure tainted it, from its newest untainted ancestor
-    on everything served since that one (serving/taint.py)."""
+    (serving/taint.py)."""
     run.incumbent = route_of(org=run.org).serving
     run.parent = untainted_ancestor(run.incumbent)
     run.reward_spec_version = reward_spec_get(org=run.org).version
-    retraining = run.parent != run.incumbent
-    run.since, run.until = None if retraining else last_window_end(run.org, back=settings.TRAINING_REPLAY_RUNS), now
+    run.since, run.until = last_window_end(run.org, back=settings.TRAINING_REPLAY_RUNS), now
     _save_if_held(run, "incumbent", "parent", "reward_spec_version", "since", "until")
 
 
@@ -176,13 +175,11 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
     spec = reward_spec_get(org=run.org, version=run.reward_spec_version)
     # Replayed windows reach one version further back each: their data was served by those versions.
     # The last run's end cannot move while this run is active (one at a time): every attempt agrees on it.
-    if run.parent_id != run.incumbent_id:  # past tainted versions: everything served since the parent is new to it
-        dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, until=run.until,
-                                behaviours=served_since(run.incumbent, run.parent), limit=settings.TRAINING_MAX_EXAMPLES)
-    else:
-        dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
-                                staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, fresh_since=last_window_end(run.org),
-                                limit=settings.TRAINING_MAX_EXAMPLES)
+    # From past tainted versions, every version since the parent served what trains (the same window and replay).
+    retraining = served_since(run.incumbent, run.parent) if run.parent_id != run.incumbent_id else None
+    dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
+                            staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, fresh_since=last_window_end(run.org),
+                            limit=settings.TRAINING_MAX_EXAMPLES, behaviours=retraining)
     run.interaction_ids, run.dataset_sha256 = dataset.interaction_ids, dataset.sha256
     fresh = [e.reward for e in dataset.examples if not e.replayed]  # what the window's traffic earned, under the run's spec
     run.dataset = {"examples": len(dataset.examples), "off_policy": dataset.off_policy, "replayed": dataset.replayed,
@@ -320,7 +317,7 @@ def _heartbeat(run_id, attempt: int) -> Iterator[None]:
 
 
 def run_get(*, org: Organization, run_id) -> TrainingRun:
-    run = TrainingRun.objects.for_org(org).select_related("incumbent", "candidate").filter(pk=run_id).first()
+    run = TrainingRun.objects.for_org(org).select_related("incumbent", "parent", "candidate").filter(pk=run_id).first()
     if run is None:
         raise NotFound("No such training run in this organization.")
     return run

@@ -12,7 +12,7 @@ from training.models import Cycle, TrainingRun
 
 def training_runs_list(*, org: Organization) -> QuerySet[TrainingRun]:
     """Without each run's lineage (its interaction ids): a list shows counts, a run's page the ids."""
-    return TrainingRun.objects.for_org(org).select_related("incumbent", "candidate").defer("interaction_ids")
+    return TrainingRun.objects.for_org(org).select_related("incumbent", "parent", "candidate").defer("interaction_ids")
 
 
 def cycles_list(*, org: Organization) -> QuerySet[Cycle]:

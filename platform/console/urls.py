@@ -28,6 +28,7 @@ urlpatterns = [
     path("cycles/<uuid:cycle_id>/", loop.CycleDetail.as_view(), name="cycle"),
     path("cycles/<uuid:cycle_id>/training.json", loop.CycleTrainingChart.as_view(), name="chart-training"),
     path("adapters/", loop.Adapters.as_view(), name="adapters"),
+    path("adapters/<str:name>/download/", loop.AdapterDownload.as_view(), name="adapter-download"),
     path("adapters/<str:name>/promote/", loop.AdapterPromote.as_view(), name="adapter-promote"),
     path("adapters/<str:name>/rollback/", loop.AdapterRollback.as_view(), name="adapter-rollback"),
     path("alerts/", loop.Alerts.as_view(), name="alerts"),

@@ -204,7 +204,9 @@ class InteractionView(APIView):
     def get(self, request, interaction_id):
         return Response(s.InteractionSerializer(recording.interaction_get(org=request.auth.org, interaction_id=interaction_id)).data)
 
-    @extend_schema(responses={204: None, **ERRORS}, description="Erase the interaction, its content and its feedback.")
+    @extend_schema(responses={204: None, **ERRORS}, description="Erase the interaction, its content and its feedback. The adapter versions "
+                                                           "trained on it are tainted; the privacy policy's tainted_adapters "
+                                                           "says what follows (docs/security.md, \"Erasure\").")
     def delete(self, request, interaction_id):
         interaction = recording.interaction_get(org=request.auth.org, interaction_id=interaction_id)
         recording.interaction_erase(interaction=interaction, actor=request.auth.actor)

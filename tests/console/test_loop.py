@@ -8,7 +8,7 @@ from serving import registry
 from serving.models import AdapterVersion, Alert
 from tenants.models import AuditEvent, Role
 from tests.console.conftest import person
-from tests.factories import registered_adapter
+from tests.factories import make_tenant, registered_adapter
 from tests.serving.gateway_calls import ask, gateway_client
 from training.models import Cycle, TrainingRun
 
@@ -131,3 +131,33 @@ def test_an_adapter_and_its_alert_link_to_the_cycle_that_trained_it(acme, acme_v
     row = acme_viewer.client.get("/console/adapters/").content.decode().split(f"<strong>{adapter.name}</strong>")[1].split("</tr>")[0]
     assert "271 examples" in row and f'href="/console/cycles/{cycle.pk}/"' in row
     assert f'href="/console/cycles/{cycle.pk}/"' in acme_viewer.client.get("/console/alerts/").content.decode()
+
+
+def test_a_tainted_version_says_why_and_loses_promote_and_download_once_its_weights_are_gone(acme, acme_admin, acme_viewer,
+                                                                                             adapters_root):
+    from django.utils import timezone
+
+    kept, gone = registered_adapter(acme.org, adapters_root.parent), registered_adapter(acme.org, adapters_root.parent)
+    AdapterVersion.objects.for_org(acme.org).filter(pk=kept.pk).update(tainted_at=timezone.now(), taint={"erased": 2, "purged": 1},
+                                                                       status=AdapterVersion.Status.RETIRED)
+    AdapterVersion.objects.for_org(acme.org).filter(pk=gone.pk).update(tainted_at=timezone.now(), taint={"via": kept.name},
+                                                                       status=AdapterVersion.Status.RETIRED,
+                                                                       weights_deleted_at=timezone.now())
+    page = acme_admin.client.get("/console/adapters/").content.decode()
+    row = page.split(f"<strong>{kept.name}</strong>")[1].split("</tr>")[0]
+    assert "tainted" in row and "2 erased, 1 purged" in row and "/promote/" in row and "/download/" in row
+    row = page.split(f"<strong>{gone.name}</strong>")[1].split("</tr>")[0]
+    assert f"through {kept.name}" in row and "weights deleted" in row and "/promote/" not in row and "/download/" not in row
+    assert "/download/" not in acme_viewer.client.get("/console/adapters/").content.decode()
+
+
+def test_an_admin_downloads_a_version_from_the_console_and_others_cannot(acme, acme_admin, acme_viewer, adapters_root, settings,
+                                                                         tiny_base_model):
+    settings.SERVING_BASE_MODEL_DIR = str(tiny_base_model)  # the manifest names its fingerprint
+    adapter = registered_adapter(acme.org, adapters_root.parent)
+    response = acme_admin.client.get(f"/console/adapters/{adapter.name}/download/")
+    assert response.status_code == 200 and response["Content-Type"] == "application/gzip"
+    assert b"".join(response.streaming_content)[:2] == b"\x1f\x8b"  # gzip
+    assert acme_viewer.client.get(f"/console/adapters/{adapter.name}/download/").status_code == 403
+    globex_admin = person(make_tenant("Globex"), Role.ADMIN, email="admin@globex.example")
+    assert globex_admin.client.get(f"/console/adapters/{adapter.name}/download/").status_code == 404

@@ -59,7 +59,7 @@ def refreshed(*versions):
     return versions
 
 
-def test_erasing_what_trained_v2_retrains_from_v1_and_retires_v2_and_v3(acme, three_versions, sent, monkeypatch,
+def test_erasing_what_trained_v2_retrains_from_v1_and_retires_v2_and_v3(acme, three_versions, sent, monkeypatch, settings,
                                                                          django_capture_on_commit_callbacks):
     v1, v2, v3, trained_v2 = three_versions
     erased = str(trained_v2[0].pk)
@@ -75,12 +75,14 @@ def test_erasing_what_trained_v2_retrains_from_v1_and_retires_v2_and_v3(acme, th
     assert retrain.trigger == TrainingRun.Trigger.ERASURE and sent == [str(retrain.pk)]
 
     gate_verdict(monkeypatch)
+    settings.TRAINING_REPLAY_RUNS = 2  # the window reaches back to what v2 was trained on
+    fresh = [served(acme.org, adapter=v3.name, prompt=(4, 2, 3), feedback=(kind,)) for kind in ("edit_persisted", "edit_reverted")]
     cycles.cycle_advance(str(retrain.pk))
     retrain.refresh_from_db()
     run = runs.run_execute(str(retrain.training_run.pk))
     assert run.parent == v1 and run.incumbent == v3  # trained from the newest untainted ancestor
     assert erased not in run.interaction_ids  # its lineage proves the erased data is not in it
-    assert {str(i.pk) for i in trained_v2[1:]} <= set(run.interaction_ids)  # what v2 learnt from, less the erased, is learnt again
+    assert {str(i.pk) for i in trained_v2[1:] + fresh} <= set(run.interaction_ids)  # what v2 learnt from, less the erased, again
     v4 = run.candidate
     assert v4.parent == v1 and v4.tainted_at is None
     assert erased not in set(map(str, v4.trained_on.values_list("interaction_id", flat=True)))
@@ -134,7 +136,10 @@ def test_under_keep_tainted_versions_serve_on_and_are_never_a_parent(acme, three
     deployments.adapter_deploy(adapter=v2, actor="admin@acme")  # the admin may serve a tainted version again
     assert route_of(org=acme.org).serving == v2 and registry.adapter_files(v3).exists()
 
+    served(acme.org, adapter=v2.name, prompt=(5, 2, 3), feedback=("edit_persisted",))
+    served(acme.org, adapter=v2.name, prompt=(5, 2, 3), feedback=("edit_rejected",))
     run = runs.run_execute(str(runs.run_request(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, actor="t").pk))
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert run.parent == v1 and run.candidate.parent == v1  # still never trained from
 
 

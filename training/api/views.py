@@ -44,7 +44,10 @@ class TrainingRunSerializer(serializers.Serializer):
     trigger = serializers.ChoiceField(choices=TrainingRun.Trigger.choices)
     requested_by = serializers.CharField()
     incumbent = serializers.CharField(source="incumbent.name", allow_null=True, default=None,
-                                      help_text="The adapter version it trains from; null: the base model.")
+                                      help_text="The adapter version serving when it started; null: the base model.")
+    parent = serializers.CharField(source="parent.name", allow_null=True, default=None,
+                                   help_text="The version it trains from: the incumbent, or, when erasure tainted that, its "
+                                             "newest untainted ancestor; null: the base model.")
     candidate = serializers.CharField(source="candidate.name", allow_null=True, default=None,
                                       help_text="The adapter version it produced, once succeeded.")
     reward_spec_version = serializers.IntegerField(allow_null=True)

@@ -2,7 +2,7 @@
 with their lineage (promote and roll back), and alerts (acknowledged by an admin)."""
 
 from django.contrib import messages
-from django.http import JsonResponse
+from django.http import FileResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -10,7 +10,7 @@ from django.utils import timezone
 from console.access import Confirmation, Confirmed, Page
 from console.charts import TRAINING_FIGURES, training_series
 from console.paging import page_of
-from serving import alerts, deployments, registry
+from serving import alerts, deployments, exports, registry
 from serving import selectors as serving_selectors
 from serving.models import AdapterVersion
 from tenants.errors import Conflict, Unavailable
@@ -80,6 +80,22 @@ class Adapters(Page):
         return render(request, "console/adapters.html", {"adapters": adapters, "route": serving_selectors.route_get(org=org)})
 
 
+class AdapterDownload(Page):
+    """The version as a PEFT archive with its manifest, as the API's download gives it."""
+
+    find = staticmethod(registry.adapter_get)
+    roles = {"GET": Role.ADMIN}
+
+    def get(self, request, name):
+        try:
+            archive = exports.adapter_archive(self.object)
+        except Conflict as error:
+            messages.error(request, error.message)
+            return redirect("console:adapters")
+        return FileResponse(archive, as_attachment=True, content_type="application/gzip",
+                            filename=f"{exports.archive_name(self.object)}.tar.gz")
+
+
 class AdapterPromote(Confirmed):
     find = staticmethod(registry.adapter_get)
 
@@ -104,7 +120,8 @@ class AdapterRollback(Confirmed):
         if adapter.status == AdapterVersion.Status.CANARY:
             after = [f"The canary of {adapter.name} ends and it is blocked; its users go back to the version serving everyone."]
         else:
-            back_to = adapter.replaced.name if adapter.replaced else "the base model"
+            target = deployments.rollback_target(adapter)
+            back_to = target.name if target else "the base model"
             after = [f"{adapter.name} stops serving; {back_to}, which it replaced, serves everyone again."]
         return Confirmation(f"Roll back {adapter.name}?", after, "Roll back", reverse("console:adapters"))
 
