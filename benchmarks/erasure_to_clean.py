@@ -4,12 +4,13 @@
 
 Starts the platform as `scripts/demo` does (`manage.py up`, its own data directory, the demo's
 base model, the scheduler ticking every 10 s), with one simulated organization whose training
-schedule is off. A base round of traffic, then cycles as the demo runs them until one version
-is promoted (v1), and a round it serves. Then an admin erases one interaction v1 was trained
-on (`DELETE /api/v1/interactions/<id>`), and the clock starts: under the default privacy
-policy (`tainted_adapters: retrain`) the platform starts a cycle from the base model by itself;
-the organization's users keep calling, round after round as in the demo, until a version no
-erasure reached serves them. Prints the time and where it went (to the cycle's start, training,
+schedule is off. A base round of traffic, then cycles until a candidate passes its gates (v1,
+promoted by hand: how good it is does not matter here), and a round it serves. Then an admin
+erases one interaction v1 was trained on (`DELETE /api/v1/interactions/<id>`), and the clock
+starts: under the default privacy policy (`tainted_adapters: retrain`) the platform starts a
+cycle from the base model by itself; the organization's users keep calling, round after round
+as in the demo, until a version no erasure reached serves them (an admin asks again if that
+cycle ends without one). Prints the time and where it went (to the cycle's start, training,
 gates, deploy, canary), and JSON with --json.
 """
 
@@ -56,12 +57,14 @@ def main() -> None:
 
         round_of_traffic("base model")
         first = None
-        for attempt in range(1, MAX_TRIES + 1):
-            first = run_cycle(api, api.post("/api/v1/cycles", {})["id"], round_of_traffic)
-            if first["status"] == "promoted":
+        for _ in range(MAX_TRIES):  # a version to erase from: the first to pass its gates, promoted by hand
+            first = wait_for(api, api.post("/api/v1/cycles", {})["id"], until=("canary", *TERMINAL))
+            if first["status"] == "canary":
+                api.post(f"/api/v1/adapters/{first['adapter']}/promote", {})
+                first = wait_for(api, first["id"], until=TERMINAL)  # the next tick sees the promotion
                 break
         if first["status"] != "promoted":
-            raise SystemExit(f"No version was promoted in {MAX_TRIES} cycles; nothing to erase from.")
+            raise SystemExit(f"No candidate passed its gates in {MAX_TRIES} cycles; nothing to erase from.")
         round_of_traffic(f"{first['adapter']} serving")
 
         run = api.get(f"/api/v1/training-runs/{first['training_run']}")

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from serving import taint
 from serving.canary_rule import PROMOTE, ROLL_BACK, WAIT, Arm, CanaryReport, canary_decide
 from serving.models import AdapterVersion, CanarySettings
 from serving.overrides import policy_for, policy_update
@@ -42,7 +43,8 @@ def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: 
                     since: datetime, policy: CanaryPolicy) -> CanaryReport:
     arms = _arm(org, candidate.name, since), _arm(org, incumbent.name if incumbent else None, since)
     expired = timezone.now() - since >= timedelta(hours=policy.max_hours)
-    return canary_decide(*arms, policy=policy, out_of_time=expired)
+    repairing = incumbent is not None and incumbent.tainted_at is not None and taint.taint_policy(org) == taint.RETRAIN
+    return canary_decide(*arms, policy=policy, out_of_time=expired, repairing=repairing)
 
 
 def _arm(org: Organization, served_by: str | None, since: datetime) -> Arm:

@@ -15,6 +15,11 @@ however often it is judged:
   incumbent keeps serving. Nor is anything decided before each arm has `min_interactions`
   settled outcomes, below which the normal approximation of a rate is not to be trusted.
 
+A candidate that replaces a version erasure tainted, under the privacy policy's `retrain`
+(`repairing`), need not be better: the incumbent must go, and a retrain from an older version
+is rarely better than what it replaces. Its primary metric asks non-inferiority by the margin
+instead, like the guardrails.
+
 An A/A canary (the candidate no better) is therefore promoted with probability at most alpha
 and rolled back with probability at most alpha (benchmarks/canary_sequential.py simulates
 thousands; docs/figures.md has the rates and the time to a decision).
@@ -58,10 +63,11 @@ class CanaryReport:
         return report
 
 
-def canary_decide(candidate: Arm, incumbent: Arm, *, policy: CanaryPolicy, out_of_time: bool) -> CanaryReport:
+def canary_decide(candidate: Arm, incumbent: Arm, *, policy: CanaryPolicy, out_of_time: bool,
+                  repairing: bool = False) -> CanaryReport:
     """The sequential decision on the arms as they stand (module docstring): pure, so that it
     can be simulated on thousands of canaries."""
-    checks = _checks(candidate, incumbent, policy) if candidate.interactions and incumbent.interactions else []
+    checks = _checks(candidate, incumbent, policy, repairing) if candidate.interactions and incumbent.interactions else []
     short = min(candidate.interactions, incumbent.interactions) < policy.min_interactions
     shown_worse = any(not check.passed for check in checks)
     if not short and shown_worse:
@@ -76,15 +82,18 @@ def canary_decide(candidate: Arm, incumbent: Arm, *, policy: CanaryPolicy, out_o
                         candidate=candidate, incumbent=incumbent, alpha=policy.alpha)
 
 
-def _checks(c: Arm, i: Arm, policy: CanaryPolicy) -> list[Check]:
+def _checks(c: Arm, i: Arm, policy: CanaryPolicy, repairing: bool) -> list[Check]:
     back = policy.alpha / 3  # three ways to be shown worse: together within alpha
     persisted = rate_difference(c.persisted, c.interactions, i.persisted, i.interactions)
     dissatisfied = rate_difference(c.dissatisfied, c.interactions, i.dissatisfied, i.interactions)
+    # shown better is shown within the margin too: one promoting claim is enough
+    promoting, note = Claim("better", 0.0, +1, policy.alpha), "the primary metric: promoted only when better"
+    if repairing:
+        promoting = Claim("non_inferior", -policy.edit_persisted_rate, +1, policy.alpha)
+        note = "the primary metric: it replaces a tainted version, so within the margin is enough"
     checks = [
         _check("edit_persisted_rate", c.persisted / c.interactions, i.persisted / i.interactions, persisted, RATE_TAU, policy,
-               # shown better is shown within the margin too: one promoting claim is enough
-               [Claim("better", 0.0, +1, policy.alpha), Claim("inferior", -policy.edit_persisted_rate, -1, back)], c, i,
-               note="the primary metric: promoted only when better"),
+               [promoting, Claim("inferior", -policy.edit_persisted_rate, -1, back)], c, i, note=note),
         _check("dissatisfied_rate", c.dissatisfied / c.interactions, i.dissatisfied / i.interactions, dissatisfied, RATE_TAU, policy,
                [Claim("non_inferior", policy.dissatisfied_rate, -1, policy.alpha),
                 Claim("inferior", policy.dissatisfied_rate, +1, back)], c, i),

@@ -98,11 +98,14 @@ def test_another_organizations_ids_are_404_for_every_role_and_method(pattern, ro
 
 
 @pytest.mark.parametrize("pattern", [p for p in PAGES if "get" in methods_of(p)], ids=ids)
-def test_an_owner_opens_every_page(pattern, acme_owner, acme_ids):
+def test_an_owner_opens_every_page(pattern, acme_owner, acme_ids, settings, tiny_base_model):
+    settings.SERVING_BASE_MODEL_DIR = str(tiny_base_model)  # a download's manifest names the base model's fingerprint
     response = acme_owner.client.get(url_of(pattern, acme_ids))
     assert response.status_code in (200, 302)
     if response.status_code == 200 and response["Content-Type"] == "application/json":
         assert response.json()
+    elif response.status_code == 200 and response["Content-Type"] == "application/gzip":
+        assert b"".join(response.streaming_content)[:2] == b"\x1f\x8b"
     elif response.status_code == 200:
         assert b"<h1>" in response.content
 

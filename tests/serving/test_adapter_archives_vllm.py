@@ -7,7 +7,7 @@ import tarfile
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from serving import registry
+from serving import registry, vllm_client
 from serving.deployments import adapter_deploy
 from serving.vllm_process import VllmOptions, VllmProcess
 from tests.serving.test_vllm_adapters import PROMPT, TAUGHT, greedy
@@ -40,6 +40,7 @@ def test_a_download_answers_outside_the_platform_as_the_platform_serves_it(acme,
     folder = tmp_path / "acme-v1"
 
     assert peft_greedy(vllm.base_dir, folder) == served
+    vllm_client.unload_adapter(vllm.url, name=adapter.name)  # the session's vLLM: later tests load their own acme@v1
     fresh = VllmOptions(model=vllm.base_dir, served_name=BASE_NAME, max_loras=1, max_lora_rank=8,
                         extra_args=("--lora-modules", f"downloaded={folder}"))
     with VllmProcess(fresh, log_path=tmp_path / "fresh-vllm.log") as outside:

@@ -41,3 +41,17 @@ def test_the_confidence_sequence_is_where_the_test_reaches_its_boundary():
     for edge in (low, high):
         assert log_likelihood_ratio(estimate, null=edge, tau=tau) == pytest.approx(math.log(1 / alpha))
     assert log_likelihood_ratio(estimate, null=estimate.value, tau=tau) < 0  # the estimate itself is never rejected
+
+
+def test_a_candidate_replacing_a_tainted_version_needs_to_be_as_good_not_better():
+    from serving.canary_rule import PROMOTE, ROLL_BACK, WAIT, Arm, canary_decide
+    from serving.sequential import Moments
+
+    def arm(persisted: int, n: int = 20_000) -> Arm:
+        return Arm(interactions=n, persisted=persisted, dissatisfied=n // 3, latency=Moments(n=n, mean=1000.0, variance=100.0 ** 2))
+
+    same = arm(3000), arm(3000)  # A/A, enough outcomes to show a 2-point margin
+    assert canary_decide(*same, policy=CanaryPolicy(), out_of_time=False).decision == WAIT
+    assert canary_decide(*same, policy=CanaryPolicy(), out_of_time=False, repairing=True).decision == PROMOTE
+    worse = arm(1500), arm(3000)
+    assert canary_decide(*worse, policy=CanaryPolicy(), out_of_time=False, repairing=True).decision == ROLL_BACK

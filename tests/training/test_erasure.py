@@ -166,3 +166,23 @@ def test_erasure_in_one_organization_taints_nothing_of_another(acme, adapters_ro
     interaction_erase(interaction=theirs, actor="admin@globex")
     ours.refresh_from_db()
     assert ours.tainted_at is None
+
+
+@pytest.mark.parametrize(("policy", "claim"), [("retrain", "non_inferior"), ("keep", "better")])
+def test_a_canary_replacing_a_tainted_incumbent_asks_only_that_the_candidate_is_as_good(acme, three_versions, tmp_path, policy,
+                                                                                        claim):
+    from serving import canary
+    from tests.training.test_cycles import arm_traffic
+
+    v1, v2, v3, trained_v2 = three_versions
+    policy_update(org=acme.org, changes={"tainted_adapters": policy}, actor="admin@acme")
+    interaction_erase(interaction=trained_v2[0], actor="admin@acme")
+    v3.refresh_from_db()
+    candidate = registry.adapter_register(org=acme.org, source_dir=trained_adapter(tmp_path, name="c"), parent=v1)
+    started = timezone.now() - timedelta(minutes=1)
+    arm_traffic(acme.org, candidate.name, served=40, persisted=0.3, dissatisfied=0.2, seed=1)
+    arm_traffic(acme.org, v3.name, served=40, persisted=0.3, dissatisfied=0.2, seed=2)
+    report = canary.canary_evaluate(org=acme.org, candidate=candidate, incumbent=v3, since=started,
+                                    policy=canary.canary_policy_for(acme.org))
+    persisted = next(check for check in report.checks if check.name == "edit_persisted_rate")
+    assert persisted.sequential["tests"][0]["claim"] == claim
