@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
 
 from demo.http import Api  # noqa: E402
 from demo.launch import create_org, running_platform, use_fresh_data_dir  # noqa: E402
-from demo.loop import CANARY_LATENCY_MARGIN, TERMINAL, TICK_S, traffic_round, wait_for  # noqa: E402
+from demo.loop import CANARY_LATENCY_MARGIN, TERMINAL, TICK_S, time_out_canary, traffic_round, wait_for  # noqa: E402
 from demo.personas import Persona  # noqa: E402
 from demo.traffic import SimulatedOrg  # noqa: E402
 
@@ -73,7 +73,7 @@ def main() -> None:
         assert api.status_of("DELETE", f"/api/v1/interactions/{erased}") == 204
         print(f"\n== erased {erased}, one of the {len(run['interaction_ids'])} interactions {first['adapter']} was trained on", flush=True)
 
-        retrain, started_after = None, None
+        retrain = None
         while retrain is None:  # the platform starts it at once, on the erasure's commit
             retrain = next((c for c in api.get("/api/v1/cycles")["results"] if c["trigger"] == "erasure"), None)
             time.sleep(0.5)
@@ -115,7 +115,7 @@ def run_cycle(api: Api, cycle_id: str, round_of_traffic) -> dict:
         time.sleep(3 * TICK_S)  # the scheduler's tick judges the canary
         cycle = api.get(f"/api/v1/cycles/{cycle_id}")
     if cycle["status"] == "canary":
-        api.put("/api/v1/canary-policy", {"max_hours": 0.01})  # the demo's time-out: the next tick decides
+        time_out_canary(api)  # as the demo does: the next tick decides
         cycle = wait_for(api, cycle_id, until=TERMINAL)
         api.put("/api/v1/canary-policy", {"max_hours": None})
     print(f"  cycle {cycle_id}: {cycle['status']} ({cycle['adapter']})", flush=True)

@@ -22,8 +22,8 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from serving.models import AdapterVersion, Route, TrainedOn
 from serving import registry
+from serving.models import AdapterVersion, Route, TrainedOn
 from serving.signals import adapters_tainted
 from tenants.audit import audit_record
 from tenants.models import Interaction, Organization, PrivacyPolicy
@@ -72,17 +72,22 @@ def _descendants(adapter_id, children: dict) -> Iterable[AdapterVersion]:
 
 def _mark(org: Organization, versions: Iterable[AdapterVersion], *, actor: str) -> list[AdapterVersion]:
     """Save each version's taint; the newly tainted are audited and announced (training retrains)."""
-    now, policy, newly = timezone.now(), taint_policy(org), []
+    now, newly = timezone.now(), []
     for version in versions:
         if version.tainted_at is None:
             version.tainted_at = now
             newly.append(version)
         AdapterVersion.objects.for_org(org).filter(pk=version.pk).update(taint=version.taint, tainted_at=version.tainted_at)
-    for version in newly:
-        audit_record(org=org, actor=actor, action="adapter.tainted", target=version.name, after={**version.taint, "policy": policy})
     if newly:
-        adapters_tainted.send(sender=AdapterVersion, org=org, adapters=newly)
+        _announce(org, newly, actor=actor)
     return newly
+
+
+def _announce(org: Organization, versions: list[AdapterVersion], *, actor: str) -> None:
+    policy = taint_policy(org)
+    for version in versions:
+        audit_record(org=org, actor=actor, action="adapter.tainted", target=version.name, after={**version.taint, "policy": policy})
+    adapters_tainted.send(sender=AdapterVersion, org=org, adapters=versions)
 
 
 def taint_at_registration(*, org: Organization, parent: AdapterVersion | None, interaction_ids: list[str]) -> dict | None:
@@ -96,7 +101,7 @@ def taint_at_registration(*, org: Organization, parent: AdapterVersion | None, i
     kept = set()
     for start in range(0, len(interaction_ids), CHUNK):
         chunk = interaction_ids[start:start + CHUNK]
-        rows = Interaction.objects.for_org(org).filter(pk__in=chunk).values_list("pk", "content_purged_at")
+        rows = list(Interaction.objects.for_org(org).filter(pk__in=chunk).values_list("pk", "content_purged_at"))
         kept.update(str(pk) for pk, purged_at in rows if purged_at is None)
         purged = sum(purged_at is not None for _, purged_at in rows)
         if purged:
@@ -109,9 +114,7 @@ def taint_at_registration(*, org: Organization, parent: AdapterVersion | None, i
 
 def taint_announce(adapter: AdapterVersion) -> None:
     """Audit and announce a version registered tainted, like one tainted later."""
-    audit_record(org=adapter.org, actor="training", action="adapter.tainted", target=adapter.name,
-                 after={**adapter.taint, "policy": taint_policy(adapter.org)})
-    adapters_tainted.send(sender=AdapterVersion, org=adapter.org, adapters=[adapter])
+    _announce(adapter.org, [adapter], actor="training")
 
 
 def untainted_ancestor(version: AdapterVersion | None) -> AdapterVersion | None:

@@ -176,10 +176,10 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
     # Replayed windows reach one version further back each: their data was served by those versions.
     # The last run's end cannot move while this run is active (one at a time): every attempt agrees on it.
     # From past tainted versions, every version since the parent served what trains (the same window and replay).
-    retraining = served_since(run.incumbent, run.parent) if run.parent_id != run.incumbent_id else None
+    behaviours = served_since(run.incumbent, run.parent) if run.parent_id != run.incumbent_id else None
     dataset = dataset_build(org=run.org, incumbent=run.incumbent, spec=spec, since=run.since, until=run.until,
                             staleness=STALENESS_VERSIONS + settings.TRAINING_REPLAY_RUNS, fresh_since=last_window_end(run.org),
-                            limit=settings.TRAINING_MAX_EXAMPLES, behaviours=retraining)
+                            limit=settings.TRAINING_MAX_EXAMPLES, behaviours=behaviours)
     run.interaction_ids, run.dataset_sha256 = dataset.interaction_ids, dataset.sha256
     fresh = [e.reward for e in dataset.examples if not e.replayed]  # what the window's traffic earned, under the run's spec
     run.dataset = {"examples": len(dataset.examples), "off_policy": dataset.off_policy, "replayed": dataset.replayed,
