@@ -1,6 +1,8 @@
 """Set up Django for a benchmark on a throwaway database (SQLite in a temp dir, or DATABASE_URL)."""
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -8,11 +10,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def throwaway_dir(prefix: str = "platform-bench-") -> str:
+    """A temporary folder, removed when the benchmark exits (a run's database can be ~80 MB)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def serving_env(name: str) -> dict[str, str]:
     """For the serving benchmarks: a data folder of their own (whatever the environment names:
     they create organizations), the demo's base model, and per-organization limits out of the
     way (they measure the gateway and vLLM, not the limits)."""
-    return {"PLATFORM_DATA_DIR": tempfile.mkdtemp(prefix=f"platform-bench-{name}-"), "PLATFORM_BASE_MODEL_NAME": "demo-base",
+    return {"PLATFORM_DATA_DIR": throwaway_dir(f"platform-bench-{name}-"), "PLATFORM_BASE_MODEL_NAME": "demo-base",
             "PLATFORM_REQUESTS_PER_MINUTE": "100000000", "PLATFORM_TOKENS_PER_MINUTE": "1000000000",
             "PLATFORM_MAX_CONCURRENT_REQUESTS": "1000"}
 
@@ -30,7 +39,8 @@ def setup(*, env: dict[str, str] | None = None) -> None:
     starts inherit it)."""
     sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
     os.environ.update(env or {})
-    os.environ.setdefault("PLATFORM_DATA_DIR", tempfile.mkdtemp(prefix="platform-bench-"))
+    if "PLATFORM_DATA_DIR" not in os.environ:
+        os.environ["PLATFORM_DATA_DIR"] = throwaway_dir()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings.base")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django

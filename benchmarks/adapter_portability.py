@@ -48,14 +48,14 @@ def main() -> None:
     transactions.send = lambda task, object_id: None  # no broker here: the upload's cycle is created, not run
 
     org, key = org_create(name=f"bench-{uuid.uuid4().hex[:6]}", owner_email="owner@bench.example")
-    adapter = adapter_register(org=org, source_dir=engine_adapter(Path(tempfile.mkdtemp())))
+    adapter = adapter_register(org=org, source_dir=engine_adapter(Path(_django.throwaway_dir())))
     client = Client(headers={"Authorization": f"Bearer {key}"})
 
     def download() -> bytes:
         return b"".join(client.get(f"/api/v1/adapters/{adapter.name}/download").streaming_content)
 
     archive = download()
-    copy_target = Path(tempfile.mkdtemp())
+    copy_target = Path(_django.throwaway_dir())
     figures = {
         "adapter_bytes": sum(f.stat().st_size for f in adapter_files(adapter).iterdir()),
         "archive_bytes": len(archive),

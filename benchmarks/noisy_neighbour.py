@@ -35,14 +35,14 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
-os.environ.update(PLATFORM_DATA_DIR=tempfile.mkdtemp(prefix="platform-bench-neighbour-"), PLATFORM_BASE_MODEL_NAME="demo-base")
 sys.path.insert(0, str(Path(__file__).parent))
 import _django  # noqa: E402
+
+os.environ.update(PLATFORM_DATA_DIR=_django.throwaway_dir("platform-bench-neighbour-"), PLATFORM_BASE_MODEL_NAME="demo-base")
 
 _django.setup()
 
