@@ -9,10 +9,12 @@ Django-free, so that tests, `manage.py up` and deployment scripts share it.
 """
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +76,7 @@ class VllmProcess:
         self.options, self.log_path, self.host = options, log_path, host
         self.port = port or free_port()
         self._process: subprocess.Popen | None = None
+        self._sockets: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -86,23 +89,33 @@ class VllmProcess:
 
     def start(self, *, timeout: float = 300.0) -> "VllmProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._remove_sockets()
+        # vLLM's processes talk over ZeroMQ sockets it names in the temp folder and leaves there
+        # when killed: a folder of their own, removed when they stop (short: socket paths are
+        # limited to 107 bytes).
+        self._sockets = tempfile.mkdtemp(prefix="vllm-")
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 self.options.command(self.host, self.port), stdout=log, stderr=subprocess.STDOUT,
-                env=self.options.environment(), start_new_session=True,
+                env={**self.options.environment(), "VLLM_RPC_BASE_PATH": self._sockets}, start_new_session=True,
             )
         self._wait_healthy(timeout)
         return self
 
     def stop(self, *, timeout: float = 30.0) -> None:
-        if self._process is None or self._process.poll() is not None:
-            return
-        os.killpg(self._process.pid, signal.SIGTERM)
-        try:
-            self._process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self._process.pid, signal.SIGKILL)
-            self._process.wait()
+        if self._process is not None and self._process.poll() is None:
+            os.killpg(self._process.pid, signal.SIGTERM)
+            try:
+                self._process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                self._process.wait()
+        self._remove_sockets()
+
+    def _remove_sockets(self) -> None:
+        if self._sockets is not None:
+            shutil.rmtree(self._sockets, ignore_errors=True)
+            self._sockets = None
 
     def restart(self, *, timeout: float = 300.0) -> "VllmProcess":
         self.stop()
@@ -121,6 +134,7 @@ class VllmProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running():
+                self.stop()
                 raise VllmStartError(f"vLLM exited with code {self._process.returncode}:\n{self.log_tail()}")
             if vllm_client.is_healthy(self.base_url):
                 return
