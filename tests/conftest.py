@@ -18,12 +18,10 @@ this process run on a clock that the test moves forward instead of sleeping out 
 import os
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
-import uvicorn
 from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
@@ -32,14 +30,26 @@ from serving.gateway.database import close_connections
 from serving.vllm_process import VllmOptions, VllmProcess, free_port
 from tenants.models import Role
 from tests.factories import Tenant, make_tenant
+from tests.serving import gateway_server as gateway_server_module
+from tests.serving.gateway_server import GatewayServer
 from tests.serving.vllm_server import BASE_NAME, Vllm
 
 BROWSER_TESTS = Path(__file__).parent / "console" / "browser"
 
 
+# What reaches the database: pytest-django refuses any other test a query.
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects on the marks
 def pytest_collection_modifyitems(items):
-    """Browser tests last: Playwright leaves an event loop in the tests' thread for the rest of
-    the session, beside which Django's ORM needs to be told it is safe (console/browser/conftest.py)."""
+    """A test that cannot reach the database checks nothing the database changes: it is marked
+    one_database, so that CI runs it in one of its two passes (.ci/run). Browser tests last:
+    Playwright leaves an event loop in the tests' thread for the rest of the session, beside
+    which Django's ORM needs to be told it is safe (console/browser/conftest.py)."""
+    for item in items:
+        if not DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ())) and not item.get_closest_marker("django_db"):
+            item.add_marker(pytest.mark.one_database)
     items.sort(key=lambda item: BROWSER_TESTS in Path(item.path).parents)
 
 
@@ -139,25 +149,16 @@ def serving_settings(settings, vllm, tmp_path):
 def gateway_server(django_db_setup) -> str:
     """The ASGI application under uvicorn in a thread, sharing this process's settings and
     test database (its requests come only from tests that hold `transactional_db`)."""
-    from controlplane.asgi import application
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    server = gateway_server_module.running = GatewayServer().start()
+    yield server.url
+    server.stop()
     close_connections()
 
 
 @pytest.fixture
 def gateway(gateway_server, serving_settings, transactional_db) -> str:
-    return gateway_server
+    yield gateway_server
+    gateway_server_module.stop_watching()
 
 
 class MovableClock:
