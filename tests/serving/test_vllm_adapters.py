@@ -23,6 +23,10 @@ TAUGHT = {"acme@v1": render_ask("acme's own answer"), "globex@v1": render_ask("g
 
 @pytest.fixture(scope="module")
 def server(vllm):
+    # The session's vLLM, as earlier tests left it: a gateway's replica watcher (tests that
+    # deploy through the gateway) may have given it an adapter just as that test unloaded it.
+    for name in vllm_client.served_models(vllm.url) - {BASE_NAME}:
+        vllm_client.unload_adapter(vllm.url, name=name)
     adapters = {name: vllm.taught_adapter(name, messages=PROMPT, response=response) for name, response in TAUGHT.items()}
     yield vllm.process, BASE_NAME, adapters
     for name in adapters.keys() & vllm_client.served_models(vllm.url):
