@@ -1,5 +1,6 @@
-"""A downloaded adapter, outside the platform: peft and a fresh vLLM, started with the
-download's folder as a `--lora-modules` entry, give the greedy answer the platform serves."""
+"""A downloaded adapter, outside the platform: peft, and vLLM loading the download's folder
+under a name of its own (the platform's registry and routes play no part), give the greedy
+answer the platform serves."""
 
 import io
 import tarfile
@@ -9,9 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from serving import registry, vllm_client
 from serving.deployments import adapter_deploy
-from serving.vllm_process import VllmOptions, VllmProcess
 from tests.serving.test_vllm_adapters import PROMPT, TAUGHT, greedy
-from tests.serving.vllm_server import BASE_NAME
 
 pytestmark = [pytest.mark.vllm, pytest.mark.one_database]
 
@@ -41,7 +40,8 @@ def test_a_download_answers_outside_the_platform_as_the_platform_serves_it(acme,
 
     assert peft_greedy(vllm.base_dir, folder) == served
     vllm_client.unload_adapter(vllm.url, name=adapter.name)  # the session's vLLM: later tests load their own acme@v1
-    fresh = VllmOptions(model=vllm.base_dir, served_name=BASE_NAME, max_loras=1, max_lora_rank=8,
-                        extra_args=("--lora-modules", f"downloaded={folder}"))
-    with VllmProcess(fresh, log_path=tmp_path / "fresh-vllm.log") as outside:
-        assert greedy(outside.base_url, "downloaded") == served
+    vllm_client.load_adapter(vllm.url, name="downloaded", path=folder)
+    try:
+        assert greedy(vllm.url, "downloaded") == served
+    finally:
+        vllm_client.unload_adapter(vllm.url, name="downloaded")
