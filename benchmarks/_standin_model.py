@@ -1,11 +1,14 @@
-"""A stand-in for vLLM that answers every chat completion at once with a fixed answer of 64
-tokens, with the logprobs and token ids the gateway asks for: benchmarks/gateway_cpu.py prices
-the gateway against it. Not vLLM, and not used by any test.
+"""A stand-in for vLLM that answers every chat completion with a fixed answer of 64 tokens, with
+the logprobs and token ids the gateway asks for: benchmarks/gateway_cpu.py prices the gateway
+against it. At once, or after STANDIN_LATENCY_MS (at vLLM-CPU's pace, where the gateway sees
+fewer completions a second and smaller recording groups). Not vLLM, and not used by any test.
 
     python -m uvicorn _standin_model:app --app-dir benchmarks --port 8001
 """
 
+import asyncio
 import json
+import os
 import time
 
 from starlette.applications import Starlette
@@ -14,6 +17,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 COMPLETION_TOKENS = 64
+LATENCY_S = float(os.environ.get("STANDIN_LATENCY_MS", "0")) / 1000.0
 
 
 def _answer(body: dict) -> dict:
@@ -46,6 +50,8 @@ def _chunks(body: dict) -> list[bytes]:
 
 async def completions(request: Request):
     body = await request.json()
+    if LATENCY_S:
+        await asyncio.sleep(LATENCY_S)
     if body.get("stream"):
         chunks = _chunks(body)
 

