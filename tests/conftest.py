@@ -30,8 +30,8 @@ from serving.gateway.database import close_connections
 from serving.vllm_process import VllmOptions, VllmProcess, free_port
 from tenants.models import Role
 from tests.factories import Tenant, make_tenant
-from tests.serving import gateway_server as gateway_server_module
-from tests.serving.gateway_server import GatewayServer
+from tests.serving import gateway_thread
+from tests.serving.gateway_thread import GatewayServer
 from tests.serving.vllm_server import BASE_NAME, Vllm
 
 BROWSER_TESTS = Path(__file__).parent / "console" / "browser"
@@ -149,7 +149,7 @@ def serving_settings(settings, vllm, tmp_path):
 def gateway_server(django_db_setup) -> str:
     """The ASGI application under uvicorn in a thread, sharing this process's settings and
     test database (its requests come only from tests that hold `transactional_db`)."""
-    server = gateway_server_module.running = GatewayServer().start()
+    server = gateway_thread.running = GatewayServer().start()
     yield server.url
     server.stop()
     close_connections()
@@ -158,7 +158,7 @@ def gateway_server(django_db_setup) -> str:
 @pytest.fixture
 def gateway(gateway_server, serving_settings, transactional_db) -> str:
     yield gateway_server
-    gateway_server_module.stop_watching()
+    gateway_thread.stop_watching()
 
 
 class MovableClock:

@@ -21,7 +21,7 @@ from serving.routing import ROUTE_CACHE_S
 from serving.vllm_process import VllmOptions, VllmProcess
 from tests.factories import Tenant, make_tenant
 from tests.real_loop import fit_policies_to_the_tiny_model, serve_and_rate, worker_env
-from tests.serving import gateway_server as gateway_server_module
+from tests.serving import gateway_thread
 from tests.serving.gateway_calls import gateway_client
 from tests.serving.vllm_server import BASE_NAME, Vllm
 from tests.worker import running_worker
@@ -61,7 +61,7 @@ def test_a_whole_cycle_on_a_second_architecture(qwen2, gateway_server, transacti
     try:
         whole_cycles(gateway_server, [acme], env, cache_clock)
     finally:
-        gateway_server_module.stop_watching()  # it watches this test's vLLM
+        gateway_thread.stop_watching()  # it watches this test's vLLM
     adapter = json.loads((Path(settings.SERVING_ADAPTERS_ROOT) / str(acme.org.pk) / "v1" / "adapter_config.json").read_text())
     assert adapter["base_model_name_or_path"] == BASE_NAME and set(adapter["target_modules"]) >= {"q_proj", "v_proj"}
 
