@@ -6,13 +6,15 @@ that refuses the connection, or fails to answer twice running, leaves the rotati
 that refuses a request's connection. One that answers again, or turns out to lack a routed
 adapter (it restarted between two looks), is given every routed adapter first and comes back
 only then. Requests go to the replica in rotation with the fewest of this process's requests in
-flight.
+flight, replicas with as few taking turns (under light traffic all are idle, and a replica that
+came back must take its share).
 
 Each gateway process keeps its own view; loading an adapter twice (two processes noticing
 the same restart) is harmless.
 """
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -57,11 +59,16 @@ class Rotation:
         self._session, self._routed = session, routed
         self._watcher: asyncio.Task | None = None
         self._first_look = asyncio.Event()
+        self._turns = itertools.count()
 
     async def in_order(self) -> list[Replica]:
         """The replicas taking traffic, least busy first (after the first look at them)."""
         await self._watching()
-        return sorted((replica for replica in self.replicas if replica.in_rotation), key=lambda replica: replica.in_flight)
+        live = [replica for replica in self.replicas if replica.in_rotation]
+        if live:
+            first = next(self._turns) % len(live)
+            live = live[first:] + live[:first]  # the sort is stable: equals in turn
+        return sorted(live, key=lambda replica: replica.in_flight)
 
     def refused(self, replica: Replica) -> None:
         """A request could not connect to `replica`: out until the watcher sees it answer."""

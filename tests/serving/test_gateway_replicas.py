@@ -145,3 +145,18 @@ def test_requests_go_to_the_replica_with_the_fewest_in_flight(fleet):
             await upstream._session().close()
 
     assert asyncio.run(order()) == ([fleet.url("one"), fleet.url("two")], [fleet.url("two"), fleet.url("one")])
+
+
+def test_idle_replicas_take_turns(fleet):
+    """Under light traffic every replica is idle between requests: each takes its share, so one
+    that came back into the rotation gets traffic too."""
+    rotation = fleet.rotation()
+
+    async def firsts():
+        try:
+            return [(await rotation.in_order())[0].url for _ in range(4)]
+        finally:
+            await rotation.close()
+            await upstream._session().close()
+
+    assert asyncio.run(firsts()) == [fleet.url("one"), fleet.url("two")] * 2
