@@ -41,15 +41,17 @@ BROWSER_TESTS = Path(__file__).parent / "console" / "browser"
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m selects on the marks
-def pytest_collection_modifyitems(items):
+def pytest_itemcollected(item):
     """A test that cannot reach the database checks nothing the database changes: it is marked
-    one_database, so that CI runs it in one of its two passes (.ci/run). Browser tests last:
-    Playwright leaves an event loop in the tests' thread for the rest of the session, beside
-    which Django's ORM needs to be told it is safe (console/browser/conftest.py)."""
-    for item in items:
-        if not DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ())) and not item.get_closest_marker("django_db"):
-            item.add_marker(pytest.mark.one_database)
+    one_database, so that CI runs it in one of its two passes (.ci/run)."""
+    if not DATABASE_FIXTURES.intersection(getattr(item, "fixturenames", ())) and not item.get_closest_marker("django_db"):
+        item.add_marker(pytest.mark.one_database)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own ordering (database tests first)
+def pytest_collection_modifyitems(items):
+    """Browser tests last: Playwright leaves an event loop in the tests' thread for the rest of
+    the session, beside which Django's ORM needs to be told it is safe (console/browser/conftest.py)."""
     items.sort(key=lambda item: BROWSER_TESTS in Path(item.path).parents)
 
 
