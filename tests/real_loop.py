@@ -22,7 +22,9 @@ def worker_env(vllm, tiny_base_model: Path, serving_settings, tmp_path: Path) ->
 
 def fit_policies_to_the_tiny_model(tenant: Tenant) -> None:
     """The organization's own canary policy and gate thresholds, which the worker must read."""
-    policy = {"min_interactions": 10, "latency": 2.0}  # requests one at a time: the adapter's CPU cost shows whole
+    # Requests one at a time: the adapter's CPU cost shows whole, and 60 of them cannot tell a
+    # tighter latency margin from noise before the test's time is up.
+    policy = {"min_interactions": 10, "latency": 5.0}
     assert tenant.client.put("/api/v1/canary-policy", policy, format="json").status_code == 200
     # Both models write invalid calls nearly always and ask now and then: on the tiny suite, 8 passes
     # show them alike within a few points, not always within the defaults' 2 and 3 (a CI run blocked
