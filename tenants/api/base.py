@@ -38,7 +38,10 @@ class Page(CursorPagination):
 
 
 def pages_ordered_by(field: str) -> type[Page]:
-    return type(f"PageBy{field.strip('-').title()}", (Page,), {"ordering": field})
+    """Pages by `field`, then by id: rows stored together share a time (a feedback batch), and a
+    cursor steps over equals by counting them, which holds only if they always come in one order
+    (PostgreSQL gives none of its own)."""
+    return type(f"PageBy{field.strip('-').title()}", (Page,), {"ordering": (field, "-pk" if field.startswith("-") else "pk")})
 
 
 class ListView(ListAPIView):
