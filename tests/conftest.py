@@ -25,7 +25,6 @@ import pytest
 from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
-from serving import vllm_client
 from serving.gateway.database import close_connections
 from serving.vllm_process import VllmOptions, VllmProcess, free_port
 from tenants.models import Role
@@ -143,8 +142,7 @@ def serving_settings(settings, vllm, tmp_path):
     settings.SERVING_BASE_MODEL_DIR = str(vllm.base_dir)
     settings.SERVING_ADAPTERS_ROOT = str(tmp_path / "adapters")
     yield settings
-    for name in vllm_client.served_models(vllm.url) - {BASE_NAME}:
-        vllm_client.unload_adapter(vllm.url, name=name)
+    vllm.unload_adapters()
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,7 @@ TAUGHT = {"acme@v1": render_ask("acme's own answer"), "globex@v1": render_ask("g
 def server(vllm):
     # The session's vLLM, as earlier tests left it: a gateway's replica watcher (tests that
     # deploy through the gateway) may have given it an adapter just as that test unloaded it.
-    for name in vllm_client.served_models(vllm.url) - {BASE_NAME}:
-        vllm_client.unload_adapter(vllm.url, name=name)
+    vllm.unload_adapters()
     adapters = {name: vllm.taught_adapter(name, messages=PROMPT, response=response) for name, response in TAUGHT.items()}
     yield vllm.process, BASE_NAME, adapters
     for name in adapters.keys() & vllm_client.served_models(vllm.url):
@@ -82,8 +81,7 @@ def test_base_model_requests_batched_with_adapter_requests_get_no_adapter(server
     process, base, _ = server
     messages = [{"role": "user", "content": render_prompt(Prompt(TASKS[0], FILES[0]))}]
     taught = render_ask("taught, not based")
-    for name in vllm_client.served_models(process.base_url) - {base}:
-        vllm_client.unload_adapter(process.base_url, name=name)
+    vllm.unload_adapters()
     # Slots fill in load order: three fillers, then the taught adapter in the last slot.
     fillers = [f"filler{seed}@v1" for seed in range(process.options.max_loras - 1)]
     for seed, name in enumerate(fillers):

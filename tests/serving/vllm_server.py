@@ -5,7 +5,7 @@ for it, with random weights or taught one response."""
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving import registry
+from serving import registry, vllm_client
 from serving.models import AdapterVersion
 from serving.vllm_process import VllmProcess
 
@@ -21,6 +21,11 @@ class Vllm:
     @property
     def url(self) -> str:
         return self.process.base_url
+
+    def unload_adapters(self) -> None:
+        """Back to the base model alone: the session's server is shared by every module."""
+        for name in vllm_client.served_models(self.url) - {BASE_NAME}:
+            vllm_client.unload_adapter(self.url, name=name)
 
     def trained_adapter(self, seed: int) -> Path:
         """A PEFT adapter directory for the served base, different for each seed."""
