@@ -169,6 +169,24 @@ def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | No
             web.wait()
 
 
+@contextlib.contextmanager
+def passthrough_up(vllm_url: str, *, layout: str = "pinned") -> Iterator[str]:
+    """A bare relay in front of vLLM (_passthrough.py), on the web server's core when pinned: the
+    hop without the gateway's work. Yields its URL."""
+    cores = os.cpu_count() or 1
+    prefix = ["taskset", "-c", str(cores - 1)] if layout == "pinned" and cores >= 2 else []
+    port = free_port()
+    relay = subprocess.Popen([*prefix, sys.executable, str(Path(__file__).parent / "_passthrough.py")],
+                             env={**os.environ, "UPSTREAM": vllm_url, "PORT": str(port)}, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(url)
+        yield url
+    finally:
+        relay.terminate()
+        relay.wait()
+
+
 def wait_for(url: str, timeout: float = 60, path: str = "/healthz") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

