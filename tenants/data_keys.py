@@ -95,6 +95,7 @@ def _active_version(org: Organization) -> int:
     rotation cannot destroy it under a write in flight (tenants/locking.py). Read on every
     write, not cached: a rotation must take effect for writers at once."""
     rows = _active_versions.read(org.pk)
+    _versions_seen[org.pk] = rows[0][0] if rows else None
     if not rows:
         # Every organization gets its key when it is made, and a rotation retires one only for
         # its successor: none means its keys were destroyed and its rows are going. Making a
@@ -104,6 +105,13 @@ def _active_version(org: Organization) -> int:
 
 
 _active_versions = OrgRows(lambda org_id: DataKey.objects.for_org(org_id).filter(active=True).values_list("version"), for_share=True)
+_versions_seen: dict = {}
+
+
+def active_version_seen(org_id) -> int | None:
+    """The active version this process last read for the organization, if any: possibly stale,
+    for a writer that checks it is still active as it writes (tenants/recording_pg.py)."""
+    return _versions_seen.get(org_id)
 
 
 def content_seal(*, org: Organization, context: bytes, payload: dict) -> tuple[bytes, int]:
@@ -125,10 +133,12 @@ def interaction_content_seal(*, interaction: Interaction, payload: dict) -> None
     interactions_content_seal([(interaction, payload)])
 
 
-def interactions_content_seal(sealing: list[tuple[Interaction, dict]]) -> None:
+def interactions_content_seal(sealing: list[tuple[Interaction, dict]], *, versions: dict | None = None) -> None:
     """Seal each interaction's payload into its content, the active version read (and
-    share-locked) once per organization: a group of recordings in one transaction."""
-    versions: dict = {}
+    share-locked) once per organization: a group of recordings in one transaction. `versions`
+    (by organization id): what to seal under instead, for a writer that checks as it writes
+    that the version is still active."""
+    versions = dict(versions or {})
     for interaction, payload in sealing:
         org = interaction.org
         version = versions[org.pk] if org.pk in versions else versions.setdefault(org.pk, _active_version(org))

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from tenants import data_keys
+from tenants import data_keys, recording_pg
 from tenants.redaction import aside
 from tenants.audit import audit_record
 from tenants.errors import Conflict, NotFound
@@ -98,9 +98,15 @@ def interactions_record(recordings: Sequence[Recording]) -> list[Interaction]:
     they encode, so they are kept only when redaction found nothing to replace. The end user's
     identifier (the OpenAI `user` field) is personal data: it is sealed with the content, purged
     with it, and never stored in zero-retention mode; canary assignment hashes it from the
-    request, not from storage.
+    request, not from storage. On PostgreSQL, recordings of one organization (the gateway's
+    usual group below saturation) are written in one statement that checks the policy and key
+    are still as last read (tenants/recording_pg.py).
     """
     orgs = {recording.org.pk: recording.org for recording in recordings}
+    if len(orgs) == 1 and connection.vendor == "postgresql" and not connection.in_atomic_block:
+        stored = _recorded_in_one_statement(recordings)
+        if stored is not None:
+            return stored
     policies = {org_id: text_policy(org_id, locked=False) for org_id in orgs}
     prepared = [_Sealable.prepare(r.content, r.end_user, policies[r.org.pk], _aside_over(r)) for r in recordings]
     with transaction.atomic():
@@ -109,11 +115,7 @@ def interactions_record(recordings: Sequence[Recording]) -> list[Interaction]:
         interactions, sealing = [], []
         for recording, sealable in zip(recordings, prepared):
             policy = policies[recording.org.pk]
-            interaction = Interaction(
-                id=recording.interaction_id or uuid.uuid4(), org=recording.org, source=recording.source, adapter=recording.adapter,
-                task=recording.task, latency_ms=recording.latency_ms, prompt_tokens=recording.prompt_tokens,
-                completion_tokens=recording.completion_tokens, interrupted=recording.interrupted,
-            )
+            interaction = _interaction_of(recording)
             if policy.store_content:
                 if sealable.payload is None or (policy.redact and not sealable.redacted):  # changed since: rare
                     sealable = _Sealable.prepare(recording.content, recording.end_user, policy, _aside_over(recording))
@@ -130,6 +132,39 @@ def interactions_record(recordings: Sequence[Recording]) -> list[Interaction]:
     return interactions
 
 
+def _recorded_in_one_statement(recordings: Sequence[Recording]) -> list[Interaction] | None:
+    """On PostgreSQL, one organization's recordings in one statement (tenants/recording_pg.py),
+    under the policy and data key this process saw last, if they still hold: None, with nothing
+    stored, when it has not seen them yet or either changed since."""
+    org = recordings[0].org
+    policy, version = _policies_seen.get(org.pk), data_keys.active_version_seen(org.pk)
+    if policy is None or (policy.store_content and version is None):
+        return None
+    interactions, sealing = [], []
+    for recording in recordings:
+        sealable = _Sealable.prepare(recording.content, recording.end_user, policy, _aside_over(recording))
+        interaction = _interaction_of(recording)
+        if sealable.payload is not None:
+            interaction.redactions = sealable.redactions
+            sealing.append((interaction, sealable.payload))
+        interactions.append(interaction)
+    data_keys.interactions_content_seal(sealing, versions={org.pk: version})
+    added = sum(interaction_bytes(interaction.content) for interaction in interactions)
+    stored = recording_pg.interactions_insert_if_unchanged(
+        interactions, store_content=policy.store_content, redact=policy.redact, key_version=version if sealing else None,
+        added_bytes=added,
+    )
+    return interactions if stored else None
+
+
+def _interaction_of(recording: Recording) -> Interaction:
+    return Interaction(
+        id=recording.interaction_id or uuid.uuid4(), org=recording.org, source=recording.source, adapter=recording.adapter,
+        task=recording.task, latency_ms=recording.latency_ms, prompt_tokens=recording.prompt_tokens,
+        completion_tokens=recording.completion_tokens, interrupted=recording.interrupted,
+    )
+
+
 @dataclass(frozen=True)
 class TextPolicy:
     """What an organization's privacy policy says of a completion's text."""
@@ -143,6 +178,7 @@ def _policy_rows(org_id) -> QuerySet:
 
 
 _policies, _policies_locked = OrgRows(_policy_rows), OrgRows(_policy_rows, for_share=True)
+_policies_seen: dict = {}  # by organization id, the last read: recording_pg.py writes under it if it still holds
 
 
 def text_policy(org_id, *, locked: bool) -> TextPolicy:
@@ -150,9 +186,11 @@ def text_policy(org_id, *, locked: bool) -> TextPolicy:
     share-locked (tenants/locking.py)."""
     rows = (_policies_locked if locked else _policies).read(org_id)
     if not rows:
+        _policies_seen.pop(org_id, None)
         raise PrivacyPolicy.DoesNotExist(f"Organization {org_id} has no privacy policy.")
     store_content, redact = rows[0]
-    return TextPolicy(store_content=bool(store_content), redact=bool(redact))
+    _policies_seen[org_id] = policy = TextPolicy(store_content=bool(store_content), redact=bool(redact))
+    return policy
 
 
 def _aside_over(recording: Recording) -> int:
