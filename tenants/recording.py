@@ -13,6 +13,7 @@ from django.utils import timezone
 from tenants import data_keys, recording_pg
 from tenants.redaction import aside
 from tenants.audit import audit_record
+from tenants.crypto import DecryptionError
 from tenants.errors import Conflict, NotFound
 from tenants.feedback import idempotency_key_normal
 from tenants.locking import OrgRows
@@ -148,7 +149,10 @@ def _recorded_in_one_statement(recordings: Sequence[Recording]) -> list[Interact
             interaction.redactions = sealable.redactions
             sealing.append((interaction, sealable.payload))
         interactions.append(interaction)
-    data_keys.interactions_content_seal(sealing, versions={org.pk: version})
+    try:
+        data_keys.interactions_content_seal(sealing, versions={org.pk: version})
+    except DecryptionError:  # the version seen was destroyed since: the transaction reads the active one
+        return None
     added = sum(interaction_bytes(interaction.content) for interaction in interactions)
     stored = recording_pg.interactions_insert_if_unchanged(
         interactions, store_content=policy.store_content, redact=policy.redact, key_version=version if sealing else None,

@@ -9,7 +9,7 @@ from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from tenants import data_keys
-from tenants.models import Interaction, PrivacyPolicy
+from tenants.models import DataKey, Interaction, PrivacyPolicy
 from tenants.recording import InteractionContent, Recording, SampledTokens, interaction_content, interaction_record, interactions_record
 from tenants.storage import storage_usage
 from tests.factories import make_tenant
@@ -65,6 +65,16 @@ def test_a_key_rotated_since_it_was_seen_is_not_sealed_under(transactional_db):
     interaction = Interaction.objects.for_org(org).get(pk=_record(org).pk)
     assert interaction.content_key_version == 2
     assert interaction_content(interaction=interaction)["completion"].startswith("def add")
+
+
+def test_a_key_destroyed_since_it_was_seen_is_not_needed(transactional_db, monkeypatch):
+    org = make_tenant("Acme").org
+    _record(org)
+    data_keys.data_key_create(org=org)
+    DataKey.objects.for_org(org).filter(version=1).delete()
+    monkeypatch.setattr(data_keys, "KEY_RECHECK_SECONDS", 0.0)  # this process's copy of version 1 is checked again at once
+    interaction = Interaction.objects.for_org(org).get(pk=_record(org).pk)
+    assert interaction.content_key_version == 2
 
 
 def test_a_policy_change_in_flight_wins(transactional_db):
