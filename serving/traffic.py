@@ -8,12 +8,19 @@ from django.db import transaction
 from serving.models import TrafficLimits
 from serving.policies import Limits
 from tenants.audit import audit_record
+from tenants.locking import OrgRows
 from tenants.models import Organization
 from tenants.ranges import known_changes, settings_of
 
 
 def traffic_limits_for(*, org: Organization) -> Limits:
-    return _limits(TrafficLimits.objects.for_org(org).first())
+    """Read by every gateway process once a second for each organization with traffic: SQL built
+    once (tenants/locking.py)."""
+    rows = _limit_rows.read(org.pk)
+    return _limits_from(dict(zip(settings_of(Limits), rows[0])) if rows else {})
+
+
+_limit_rows = OrgRows(lambda org_id: TrafficLimits.objects.for_org(org_id).values_list(*settings_of(Limits)))
 
 
 def traffic_limits_update(*, org: Organization, changes, actor: str) -> Limits:
@@ -37,6 +44,9 @@ def _own(row: TrafficLimits) -> dict:
 
 
 def _limits(row: TrafficLimits | None) -> Limits:
-    defaults = settings.GATEWAY_LIMITS
-    own = _own(row) if row is not None else {}
-    return Limits(**{name: default if own.get(name) is None else own[name] for name, default in defaults.items()})
+    return _limits_from(_own(row) if row is not None else {})
+
+
+def _limits_from(own: dict) -> Limits:
+    """The organization's own values (None or missing: the deployment's default)."""
+    return Limits(**{name: default if own.get(name) is None else own[name] for name, default in settings.GATEWAY_LIMITS.items()})
