@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 
 from serving.models import AdapterVersion, Route
-from serving.registry import adapter_files, confined_path
+from serving.registry import confined_path
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound
 from tenants.locking import OrgRows
@@ -90,8 +90,8 @@ def _route_snapshot(org: Organization) -> RouteSnapshot:
         return RouteSnapshot(serving=base_target(), canary=None, canary_share=0.0)
     serving_name, serving_path, canary_name, canary_path, canary_share = rows[0]
     return RouteSnapshot(
-        serving=Target(name=serving_name, adapter_path=confined_path(serving_path)) if serving_name is not None else base_target(),
-        canary=Target(name=canary_name, adapter_path=confined_path(canary_path)) if canary_name is not None else None,
+        serving=_target_at(serving_name, serving_path) if serving_name is not None else base_target(),
+        canary=_target_at(canary_name, canary_path) if canary_name is not None else None,
         canary_share=canary_share,
     )
 
@@ -108,4 +108,9 @@ def in_canary(*, canary: str, end_user: str | None, share: float) -> bool:
 
 
 def _target(adapter: AdapterVersion) -> Target:
-    return Target(name=adapter.name, adapter_path=adapter_files(adapter))
+    return _target_at(adapter.name, adapter.path)
+
+
+def _target_at(name: str, path: str) -> Target:
+    """An adapter version's target from its name and its path under the adapters' folder."""
+    return Target(name=name, adapter_path=confined_path(path))

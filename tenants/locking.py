@@ -8,9 +8,10 @@ until every in-flight recording has committed, and recordings after it see the c
 SQLite needs none of this: a write transaction (IMMEDIATE, see settings) holds the whole
 database, so nothing changes between a recorder's read and its insert.
 
-The gateway records every completion it serves, and building a statement through the ORM
-costs several times running it (docs/figures.md, the gateway's CPU): the ORM builds each of
-these once, for a placeholder organization, and every call runs that SQL with its own.
+The gateway records every completion it serves, and refreshes each organization's route,
+limits and storage use every second or so; building a statement through the ORM costs several
+times running it (docs/figures.md, the gateway's CPU): the ORM builds each of these reads once,
+for a placeholder organization, and every call runs that SQL with its own.
 """
 
 import uuid
