@@ -1,5 +1,5 @@
-"""A recording alone on PostgreSQL, in one statement: under the policy and data key the process
-saw last only while they still hold, and a policy change in flight still wins."""
+"""One organization's recordings on PostgreSQL, in one statement: under the policy and data key
+the process saw last only while they still hold, and a policy change in flight still wins."""
 
 import threading
 import time
