@@ -1,11 +1,14 @@
-"""Set up Django for a benchmark on a throwaway database (SQLite in a temp dir, or DATABASE_URL)."""
+"""Set up Django for a benchmark on a throwaway database (SQLite in a temp dir, or a fresh one on
+DATABASE_URL's PostgreSQL server)."""
 
 import atexit
 import os
 import shutil
 import sys
 import tempfile
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,13 +37,32 @@ def demo_base_model() -> Path:
     return embedded_base_model(ROOT / ".data")
 
 
+def throwaway_database(url: str) -> str:
+    """A fresh database beside the one `url` names (PostgreSQL), dropped when the benchmark
+    exits: a benchmark's organizations and interactions never land in the database it was given."""
+    import psycopg
+
+    name = f"bench_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    atexit.register(drop)
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
 def setup(*, env: dict[str, str] | None = None) -> None:
-    """Django on a throwaway data folder, with `env` set first (the processes a benchmark
-    starts inherit it)."""
+    """Django on a throwaway data folder (and a throwaway database where DATABASE_URL names a
+    PostgreSQL server), with `env` set first (the processes a benchmark starts inherit it)."""
     sys.path[:0] = [str(ROOT), str(ROOT / "platform")]
     os.environ.update(env or {})
     if "PLATFORM_DATA_DIR" not in os.environ:
         os.environ["PLATFORM_DATA_DIR"] = throwaway_dir()
+    if os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+        os.environ["DATABASE_URL"] = throwaway_database(os.environ["DATABASE_URL"])
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings.base")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django
