@@ -93,7 +93,8 @@ def _key(org: Organization, version: int) -> bytes:
 def _active_version(org: Organization) -> int:
     """The version to seal with, share-locked until the caller's transaction ends so that a
     rotation cannot destroy it under a write in flight (tenants/locking.py). Read on every
-    write, not cached: a rotation must take effect for writers at once."""
+    write, not cached: a rotation must take effect for writers at once (a writer that seals
+    under the version last seen, active_version_seen, checks it is still active as it writes)."""
     rows = _active_versions.read(org.pk)
     _versions_seen[org.pk] = rows[0][0] if rows else None
     if not rows:
