@@ -143,9 +143,8 @@ def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | No
     a client sharing its cores gets the CPU it asks for at once."""
     base_dir = embedded_base_model(ROOT / ".data")
     cores = os.cpu_count() or 1
-    pinned = layout == "pinned" and cores >= 2
-    vllm_env = (("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 2}"),) if pinned else ()
-    web_prefix = ["taskset", "-c", str(cores - 1)] if pinned else []
+    vllm_env = (("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 2}"),) if _pinned(layout) else ()
+    web_prefix = _on_web_core(layout)
     options = VllmOptions(model=base_dir, served_name=BASE_NAME, max_loras=8, max_lora_rank=8, kv_cache_gib=kv_cache_gib,
                           extra_env=vllm_env, api_key=settings.SERVING_VLLM_API_KEY)
     with VllmProcess(options, log_path=Path(settings.DATA_DIR) / "vllm.log") as vllm:
@@ -173,10 +172,8 @@ def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | No
 def passthrough_up(vllm_url: str, *, layout: str = "pinned") -> Iterator[str]:
     """A bare relay in front of vLLM (_passthrough.py), on the web server's core when pinned: the
     hop without the gateway's work. Yields its URL."""
-    cores = os.cpu_count() or 1
-    prefix = ["taskset", "-c", str(cores - 1)] if layout == "pinned" and cores >= 2 else []
     port = free_port()
-    relay = subprocess.Popen([*prefix, sys.executable, str(Path(__file__).parent / "_passthrough.py")],
+    relay = subprocess.Popen([*_on_web_core(layout), sys.executable, str(Path(__file__).parent / "_passthrough.py")],
                              env={**os.environ, "UPSTREAM": vllm_url, "PORT": str(port)}, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -185,6 +182,15 @@ def passthrough_up(vllm_url: str, *, layout: str = "pinned") -> Iterator[str]:
     finally:
         relay.terminate()
         relay.wait()
+
+
+def _pinned(layout: str) -> bool:
+    return layout == "pinned" and (os.cpu_count() or 1) >= 2
+
+
+def _on_web_core(layout: str) -> list[str]:
+    """The command prefix that keeps a process on the web server's core (the last) when pinned."""
+    return ["taskset", "-c", str((os.cpu_count() or 1) - 1)] if _pinned(layout) else []
 
 
 def wait_for(url: str, timeout: float = 60, path: str = "/healthz") -> None:
