@@ -1,7 +1,7 @@
 """The loop's edit-persisted rate per round, one line per organization, drawn as an SVG.
 
     .venv/bin/python benchmarks/plot_loop.py RESULTS.json [--out docs/loop-edit-persisted.svg]
-        [--metric edit_persisted_rate | dissatisfied_rate | invalid_rate]
+        [--metric edit_persisted_rate | edit_persisted_on_clear_rate | dissatisfied_rate | invalid_rate]
 
 Reads the results file the demo writes (`scripts/demo --results PATH`, or `results.json` in
 the run's data directory): its rounds in order, each with per-organization figures. A round
@@ -20,6 +20,7 @@ from xml.sax.saxutils import escape
 FORMAT = 1  # the demo's RESULTS_FORMAT this script reads
 METRICS = {
     "edit_persisted_rate": "edit persisted",
+    "edit_persisted_on_clear_rate": "edit persisted on clear prompts",
     "dissatisfied_rate": "dissatisfied follow-up",
     "invalid_rate": "invalid tool call",
 }

@@ -69,7 +69,7 @@ POLL_S = 3.0
 CONCURRENCY = 8  # calls in flight per organization: vLLM batches them, and the round takes less of the demo's time
 MATRIX_REQUESTS = 50  # per off-diagonal cell: enough to tell 0-3 % from its own users' 30-40 %
 RESULTS_FORMAT = 1  # of the results file; benchmarks/plot_loop.py reads it
-_AB_RATES = ("edit persisted", "dissatisfied follow-up", "background task success")  # the A/B table's rates, in order
+_AB_RATES = ("edit persisted", "edit persisted, clear prompts", "dissatisfied follow-up", "background task success")  # the A/B table's rates, in order
 
 
 def main() -> None:
@@ -157,8 +157,8 @@ def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, request
     traffic = run_traffic(url=url, orgs=orgs, requests=requests, concurrency=CONCURRENCY, seed=seed, time_scale=2e-4, task_share=0.1)
     for org in orgs:
         t = traffic[org.name]
-        print(f"  {org.name:<16} served by {dict(t.by_model)}  edit persisted {t.edit_persisted_rate:.3f}  "
-              f"dissatisfied {t.dissatisfied_rate:.3f}  failures {sum(t.failures.values())}")
+        print(f"  {org.name:<16} served by {dict(t.by_model)}  edit persisted {t.edit_persisted_rate:.3f} "
+              f"({t.edit_persisted_on_clear_rate:.3f} on clear prompts)  dissatisfied {t.dissatisfied_rate:.3f}  failures {sum(t.failures.values())}")
     print(f"  {time.monotonic() - started:.0f} s", flush=True)
     rounds.append((label, traffic))
     return traffic
@@ -253,7 +253,8 @@ def results_document(rounds: Sequence[tuple[str, dict[str, OrgTraffic]]], base: 
 
 def _round_figures(t: OrgTraffic) -> dict:
     return {"n": t.requests, "edit_persisted_rate": t.edit_persisted_rate, "dissatisfied_rate": t.dissatisfied_rate,
-            "invalid_rate": t.per_request("tool_call_invalid"), "served_by": dict(t.by_model)}
+            "invalid_rate": t.per_request("tool_call_invalid"), "served_by": dict(t.by_model),
+            "clear_n": t.clear_requests, "edit_persisted_on_clear_rate": t.edit_persisted_on_clear_rate}
 
 
 def ab_figures(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> list[dict]:
@@ -276,8 +277,8 @@ def ab_figures(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> lis
 
 def _ab_counts(t: OrgTraffic) -> tuple[tuple[int, int], ...]:
     """(hits, n) of each of _AB_RATES."""
-    return ((t.events.get("edit_persisted", 0), t.requests), (t.events.get("dissatisfied_followup", 0), t.requests),
-            (t.task_successes, len(t.task_outcomes)))
+    return ((t.events.get("edit_persisted", 0), t.requests), (t.persisted_on_clear, t.clear_requests),
+            (t.events.get("dissatisfied_followup", 0), t.requests), (t.task_successes, len(t.task_outcomes)))
 
 
 def write_results(path: Path, document: dict) -> None:

@@ -61,7 +61,8 @@ def test_the_results_file_holds_every_round_of_every_organization_and_the_ab_row
     base = traffic(14, 400, task_outcomes=(0.0,) * 4)
     final = OrgTraffic(org="acme", persona="typed_snake", served=304, requests=300, by_model={"acme@v3": 280, "acme@v2": 24},
                        events={"edit_persisted": 150, "dissatisfied_followup": 30, "tool_call_invalid": 6}, failures={},
-                       latencies_ms=[90.0] * 304, tasks=4, task_outcomes=[1.0, 1.0, 0.0, 1.0])
+                       latencies_ms=[90.0] * 304, tasks=4, task_outcomes=[1.0, 1.0, 0.0, 1.0],
+                       clear_requests=240, persisted_on_clear=150)
     rounds = [("base model", {"acme": base}), ("cycle 1 (canaries live)", {"acme": final}), ("final", {"acme": final})]
     path = tmp_path / "run" / "results.json"
     write_results(path, results_document(rounds, {"acme": base}, {"acme": final}))
@@ -71,10 +72,11 @@ def test_the_results_file_holds_every_round_of_every_organization_and_the_ab_row
     assert [r["label"] for r in document["rounds"]] == ["base model", "cycle 1 (canaries live)", "final"]
     assert document["rounds"][-1]["organizations"]["acme"] == {
         "n": 300, "edit_persisted_rate": 0.5, "dissatisfied_rate": 0.1, "invalid_rate": 0.02,
-        "served_by": {"acme@v3": 280, "acme@v2": 24},
+        "served_by": {"acme@v3": 280, "acme@v2": 24}, "clear_n": 240, "edit_persisted_on_clear_rate": 0.625,
     }
     rows = {row["metric"]: row for row in document["ab"] if row["organization"] == "acme"}
     persisted = rows["edit persisted"]
     assert (persisted["base"], persisted["base_n"], persisted["final"], persisted["final_n"]) == (0.035, 400, 0.5, 300)
     assert persisted["change"] == pytest.approx(0.465) and 0 < persisted["interval"][0] < 0.465 < persisted["interval"][1]
+    assert (rows["edit persisted, clear prompts"]["final"], rows["edit persisted, clear prompts"]["final_n"]) == (0.625, 240)
     assert rows["background task success"]["final"] == 0.75 and rows["latency mean (ms)"]["change"] == pytest.approx(-10.0)

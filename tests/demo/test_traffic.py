@@ -52,6 +52,8 @@ def test_every_response_gets_its_users_reactions_and_the_rates_count_them():
     assert Counter(types(api.events())) == traffic.events
     assert traffic.edit_persisted_rate == clear / 40
     assert traffic.dissatisfied_rate == (40 - clear) / 40
+    assert 0 < clear < 40 and (traffic.clear_requests, traffic.persisted_on_clear) == (clear, clear)
+    assert traffic.edit_persisted_on_clear_rate == 1.0
 
 
 def test_background_task_steps_share_a_task_id_and_get_one_late_outcome_and_no_step_feedback():

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
-from demo.domain import render_prompt
+from demo.domain import parse_prompt, render_prompt
 from demo.domain.generate import sample_prompt
 from demo.personas import (
     Persona,
@@ -73,6 +73,8 @@ class JobResult:
     calls: list[Call] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # "<what> <status>"
     task_opened: bool = False
+    clear: bool = False  # a single request on a clear prompt, answered
+    persisted: bool = False  # ...whose user will keep the edit
 
 
 def run_traffic(
@@ -154,6 +156,8 @@ def tally(*, org: SimulatedOrg, results: Sequence[JobResult], outbox: Outbox) ->
         latencies_ms=[call.latency_ms for call in calls],
         tasks=sum(result.task_opened for result in results),
         task_outcomes=list(outbox.delivery.outcomes),
+        clear_requests=sum(result.clear for result in results),
+        persisted_on_clear=sum(result.clear and result.persisted for result in results),
     )
 
 
@@ -162,8 +166,11 @@ def _single_request(job: Job, *, org: SimulatedOrg, tenant: Tenant, outbox: Outb
     (prompt,) = job.prompts
     served = _call(tenant, prompt=prompt, user=job.user, task_id=None, result=result)
     if served is not None:
-        for event in feedback_for(org.persona, prompt, served.text, rng):
+        events = feedback_for(org.persona, prompt, served.text, rng)
+        for event in events:
             outbox.schedule(Feedback(served.interaction_id, event.type), delay_s=event.delay_s)
+        result.clear = not parse_prompt(prompt).ambiguous
+        result.persisted = any(event.type == "edit_persisted" for event in events)
     return result
 
 

@@ -20,10 +20,19 @@ class OrgTraffic:
     latencies_ms: Sequence[float]  # of each answered call, the client's retries included
     tasks: int  # background tasks opened
     task_outcomes: Sequence[float]  # the outcomes the platform stored
+    # Requests on clear prompts, and those whose edit persisted, as the users reacted (a delivery
+    # that failed shows under failures). An ambiguous prompt's right answer is an ask, so no edit
+    # persists there: with one prompt in five ambiguous, the rate per request stays under ~0.8.
+    clear_requests: int = 0
+    persisted_on_clear: int = 0
 
     @property
     def edit_persisted_rate(self) -> float:
         return self.per_request("edit_persisted")
+
+    @property
+    def edit_persisted_on_clear_rate(self) -> float:
+        return self.persisted_on_clear / self.clear_requests if self.clear_requests else 0.0
 
     @property
     def dissatisfied_rate(self) -> float:
@@ -67,6 +76,7 @@ def format_summary(traffic: OrgTraffic) -> str:
     rows += [(f"  {kind}", str(traffic.events[kind])) for kind in EVENT_TYPES if traffic.events.get(kind)]
     rows += [
         ("edit persisted rate", f"{traffic.edit_persisted_rate:.3f}"),
+        ("  on clear prompts", f"{traffic.edit_persisted_on_clear_rate:.3f}"),
         ("dissatisfied followup rate", f"{traffic.dissatisfied_rate:.3f}"),
         ("latency p50 (ms)", _figure(traffic.latency_p50_ms, ".0f")),
         ("latency p95 (ms)", _figure(traffic.latency_p95_ms, ".0f")),
