@@ -10,12 +10,12 @@ that drop placeholders, references, expressions and field names
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins import keyword
 
-from tenants.redaction.scan import CheckBudget, Finding, Scan
+from tenants.redaction.scan import Finding, Scan
 
 
 _KEYWORD_PATTERNS: dict[re.Pattern[str], int] = {
@@ -30,7 +30,9 @@ _KEYWORD_PATTERNS: dict[re.Pattern[str], int] = {
 # hyphenated names (--db-password=) and "*_pass" names (DB_PASS, admin-pass),
 # Python annotated defaults (def connect(password: str = "hunter2")), XML
 # elements (<password>x</password>) and .netrc lines (password x).
-_KEYWORDS = r"(?:%s|(?<=[a-z0-9][_-])pass\b)" % "|".join(keyword.DENYLIST)
+# Each alternative opens with a literal (the look back comes after "pass"), so the re module finds
+# keywords by its fast prefix scan instead of trying every position: ~4-25x faster.
+_KEYWORDS = r"(?:%s|pass\b(?<=[a-z0-9][_-]pass))" % "|".join(keyword.DENYLIST)
 _ASSIGN = r"[\w-]*[\"'\]]{0,2}\s*(?::=|=>|[:=])\s*"
 _KEYWORD_SUPPLEMENT: dict[re.Pattern[str], int] = {
     re.compile(_KEYWORDS + _ASSIGN + r"""@?(["'`])([^"'`\n]+)\1""", re.IGNORECASE): 2,
@@ -52,7 +54,11 @@ _VALUE_FIRST = (
 )
 _KEY_FIRST = tuple(regex for regex in _KEYWORD_GROUPS if regex not in _VALUE_FIRST)
 # Each with the substrings one of which every match holds, looked for first: most lines lack them.
-_VALUE_FIRST_CUES = tuple(zip(_VALUE_FIRST, (("==", "!=", "=!", "!!"), ("<",), ("pass",))))
+_VALUE_FIRST_CUES = tuple(
+    (regex, re.compile("|".join(map(re.escape, cues))))
+    for regex, cues in zip(_VALUE_FIRST, (("==", "!=", "=!", "!!"), ("<",), ("pass",)), strict=True)
+)
+_ANY_VALUE_FIRST_CUE = re.compile("|".join(cues.pattern for _, cues in _VALUE_FIRST_CUES))
 # How far past its keyword an assignment is read. Some of the patterns above read an unquoted
 # value to the end of the line, so on a long line with many keywords an unbounded match is
 # quadratic; a longer quoted value is not a password anyone types.
@@ -91,48 +97,41 @@ _QUOTES = "\"'`"
 
 
 def detect(scan: Scan) -> Iterator[Finding]:
-    # The patterns and filters cost ~50 us a keyword. Fresh on each rescan: past the budget only
-    # plain assignments are read, so a marker's line is checked in full again.
-    budget = scan.budget(bytes_per_check=400, free=100)
-    for line_start, line_end, key_starts in _keywords_by_line(scan):
-        for start, end in _keyword_values(scan, line_start, line_end, key_starts, budget):
-            yield Finding("password", start, end)
-
-
-def _keywords_by_line(scan: Scan) -> Iterator[tuple[int, int, list[int]]]:
-    """Where keywords start, grouped by line: one pass over the whole text, so that a text of
-    many short lines costs no more per byte than one long line."""
-    line_start, line_end, key_starts = 0, -1, []
+    """Every keyword's assigned value, read within the keyword's line (``endpos``: no pattern
+    reads past it). The patterns and filters cost ~50 us a keyword, so they run within a budget;
+    past it, any plain assignment's value is redacted unfiltered. The budget is fresh on each
+    rescan, so a marker's line is checked in full again. One pass over the keywords, whatever
+    the lines: many short lines cost no more per byte than one long one."""
+    text, budget = scan.text, scan.budget(bytes_per_check=400, free=100)
+    line_end = -1
     for hit in _KEYWORD_IN_LOWERED.finditer(scan.lower):
-        if hit.start() > line_end:
-            if key_starts:
-                yield line_start, line_end, key_starts
-            (line_start, line_end), key_starts = scan.line_bounds(hit.start()), []
-        key_starts.append(hit.start())
-    if key_starts:
-        yield line_start, line_end, key_starts
+        pos = hit.start()
+        if pos > line_end:
+            line_start, line_end = scan.line_bounds(pos)
+            if _ANY_VALUE_FIRST_CUE.search(text, line_start, line_end):
+                value_first = (m for regex, cues in _VALUE_FIRST_CUES if cues.search(text, line_start, line_end)
+                               for m in regex.finditer(text, line_start, line_end))
+                yield from _secret_values(scan, value_first)
+        reach = min(line_end, pos + _MAX_ASSIGNMENT)
+        if budget.spend():
+            yield from _secret_values(scan, (m for regex in _KEY_FIRST if (m := regex.match(text, pos, reach))))
+        elif (match := _ANY_ASSIGNMENT.match(text, pos, reach)) and not scan.in_marker(value := match.start(match.lastindex)):
+            if span := _value_span(text, value, match.end(match.lastindex)):
+                yield Finding("password", *span)
 
 
-def _keyword_values(scan: Scan, line_start: int, line_end: int, key_starts: list[int], budget: CheckBudget) -> Iterator[tuple[int, int]]:
-    """The values assigned on one line, as spans of the text. Every match ends at the line's end
-    (``endpos``), so no pattern reads past it. A value in a marker is redacted already: it is
-    left out before the filters."""
-    text = scan.text
-    checked = [pos for pos in key_starts if budget.spend()]
-    matches = [m for regex in _KEY_FIRST for pos in checked if (m := regex.match(text, pos, min(line_end, pos + _MAX_ASSIGNMENT)))]
-    matches += (m for regex, cues in _VALUE_FIRST_CUES if any(text.find(cue, line_start, line_end) != -1 for cue in cues)
-                for m in regex.finditer(text, line_start, line_end))
+def _secret_values(scan: Scan, matches: Iterable[re.Match[str]]) -> Iterator[Finding]:
+    """The values of the matches that pass the filters. A value in a marker is redacted
+    already: it is left out before them."""
+    text, verdicts = scan.text, set()  # several patterns read the same assignment: filtered once
     for match in matches:
         group = _KEYWORD_GROUPS[match.re]
-        if scan.in_marker(match.start(group)):
+        if scan.in_marker(match.start(group)) or not (span := _value_span(text, match.start(group), match.end(group))):
             continue
-        span = _value_span(text, match.start(group), match.end(group))
-        if span and _is_secret_value(text, match, span):
-            yield span
-    for pos in key_starts[len(checked):]:  # past the budget: any assigned value, unfiltered
-        if (match := _ANY_ASSIGNMENT.match(text, pos, min(line_end, pos + _MAX_ASSIGNMENT))) and not scan.in_marker(match.start(match.lastindex)):
-            if span := _value_span(text, match.start(match.lastindex), match.end(match.lastindex)):
-                yield span
+        seen = (match.start(), match.end(), span)  # all that _is_secret_value reads
+        if seen not in verdicts and _is_secret_value(text, match, span):
+            yield Finding("password", *span)
+        verdicts.add(seen)
 
 
 def _value_span(text: str, start: int, end: int) -> tuple[int, int] | None:

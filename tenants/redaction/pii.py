@@ -71,10 +71,19 @@ _IPV6 = re.compile(
 # Immediately before a dotted quad, these make it a version, a section number or
 # an OID: v1.2.3.4, pins, app-1.2.3.4.tar.gz, __version__ = ", RFC 5891 §4.2.3.1,
 # ObjectIdentifier("2.5.4.6"). Matched on the lowered text: re.IGNORECASE is ~2x slower.
+_VERSION_WORDS = ("version", "ver", "release", "build", "tag", "rev", "firmware", "fw", "section", "sec", "chapter", "oid",
+                  "objectidentifier")
 _VERSION_CUE = re.compile(
     r"(?:\bv|(?:==|>=|<=|~=|!=|\^|~)\s*|\w[-_]|\brfc\s*\d+[\s:,]*"
-    r"|(?<![a-z])(?:version|ver|release|build|tag|rev|firmware|fw|section|sec|chapter|oid|objectidentifier)"
-    r"_*[\s:=\"'(]*|§\s*)$"
+    r"|(?<![a-z])(?:%s)_*[\s:=\"'(]*|§\s*)$" % "|".join(_VERSION_WORDS)
+)
+# The same cue read backwards, from the address out, on the reversed window: a search for a cue
+# that must end at the window's end tries every start in it (~3 us an address, most of what a
+# dense line of addresses costs), a match from the address tries one. "\n?": "$" also matches
+# before a last line break. A test checks the two agree.
+_VERSION_CUE_REVERSED = re.compile(
+    r"\n?(?:v\b|\s*(?:==|=>|=<|=~|=!|\^|~)|[-_]\w|[\s:,]*\d+\s*cfr\b"
+    r"|[\s:=\"'(]*_*(?:%s)(?![a-z])|\s*§)" % "|".join(word[::-1] for word in _VERSION_WORDS)
 )
 _VERSION_CUE_REACH = 24
 _DOCUMENTATION_NETS = tuple(
@@ -86,13 +95,24 @@ _DOCUMENTATION_NETS = tuple(
 def _ip_addresses(scan: Scan) -> Iterator[Finding]:
     text = scan.text
     for match in _IPV4.finditer(text):
-        if _VERSION_CUE.search(scan.lower, max(0, match.start() - _VERSION_CUE_REACH), match.start()):
+        if _after_version_cue(scan.lower, match.start()):
             continue
         if _is_personal_ipv4(match.group()) and not _is_network(text, match):
             yield Finding("ip_address", match.start(), match.end())
     for match in _IPV6.finditer(text) if ":" in text else ():  # it cannot open with a class
         if _is_personal_address(match.group()) and not _is_network(text, match):
             yield Finding("ip_address", match.start(), match.end())
+
+
+def _after_version_cue(lowered: str, pos: int) -> bool:
+    """Whether a version cue ends at `pos`, within _VERSION_CUE_REACH characters before it."""
+    start = max(0, pos - _VERSION_CUE_REACH)
+    cue = _VERSION_CUE_REVERSED.match(lowered[start:pos][::-1])
+    if cue and cue.end() == pos - start and start > 0:
+        # It fills the window: whether it opens a word ("\b", "(?<![a-z])") depends on the
+        # character before, which the reversed window lacks.
+        return bool(_VERSION_CUE.search(lowered, start, pos))
+    return bool(cue)
 
 
 _PREFIX_LENGTH = re.compile(r"/(\d{1,3})(?!\d)")

@@ -218,6 +218,22 @@ def test_the_ipv4_fast_path_rules_out_exactly_what_ipaddress_does(quad: str) -> 
     assert pii._is_personal_ipv4(quad) == pii._is_personal_address(quad)
 
 
+# Pieces of version cues and what surrounds them, so that most drawn texts hold one near their end.
+_CUE_PIECES = st.sampled_from(
+    ["v", "version", "ver", "objectidentifier", "rfc", "rfc 5891", "§", "==", ">=", "~", "^", "!=", "_", "-", "a", "x",
+     "1", "22", " ", "  ", "\n", "\t", ":", ",", "=", '"', "'", "(", ".", "/", "é"]
+)
+
+
+@given(st.lists(_CUE_PIECES, max_size=12).map("".join), st.integers(0, 30))
+def test_the_version_cue_read_backwards_finds_exactly_what_the_forward_search_does(before: str, pad: int) -> None:
+    from tenants.redaction import pii
+
+    lowered = ("x" * pad + before).lower()  # the address would start at len(lowered)
+    forward = pii._VERSION_CUE.search(lowered, max(0, len(lowered) - pii._VERSION_CUE_REACH), len(lowered))
+    assert pii._after_version_cue(lowered, len(lowered)) == bool(forward)
+
+
 # --------------------------------------------------------------------------- #
 # Contract                                                                     #
 # --------------------------------------------------------------------------- #
