@@ -54,6 +54,8 @@ def _ordinary_code(size: int) -> str:
 
 
 TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+VENDOR_CUES = ("a3t accountkey= akc ap1 cloudantkey secret_key -us1 12345678:x .abcdef. t3blbkfj sg. sq0csp- k_live_ ghp_ "
+               "glpat- xox _authtoken pypi- eyj :// bearer api_token curl ")
 CASES: dict[str, Callable[[int], str]] = {
     "ordinary code (baseline)": _ordinary_code,
     "one line: password assignments": lambda n: _repeat(lambda r: f'db_password="{_word(r, 10, TOKEN_CHARS)}";', n),
@@ -67,6 +69,16 @@ CASES: dict[str, Callable[[int], str]] = {
     "one line: token prefixes": lambda n: _repeat(lambda r: "ghp_ AKIA sk- xoxb-", n),
     "one line: redaction markers": lambda n: _repeat(lambda r: "[REDACTED:password]", n, sep=""),
     "many short lines: password assignments": lambda n: _repeat(lambda r: f"secret: {_word(r, 12, TOKEN_CHARS)}", n, sep="\n"),
+    # Vendor-token regexes that once read the rest of a line from every start in it (docs/security.md)
+    "one line: OpenAI key prefixes": lambda n: "t3blbkfj " + _repeat(lambda r: "sk-", n - 9, sep=""),
+    "one line: JWT prefixes": lambda n: _repeat(lambda r: "eyJ", n, sep=""),
+    "one line: npm registry URLs": lambda n: "_authtoken " + _repeat(lambda r: "a://", n - 11),
+    "one line: curl commands": lambda n: _repeat(lambda r: "curl", n),
+    "one line: Slack token prefixes": lambda n: _repeat(lambda r: "xoxb-1-", n, sep=""),
+    "one line: a Cloudant key name and spaces": lambda n: "clkey" + " " * (n - 5),
+    "one line: token assignments, long spaces": lambda n: _repeat(lambda r: "api_token" + " " * 200 + "x", n),
+    # Every vendor regex's cue once, so that each reads the whole line, then the densest findings
+    "one line: every vendor cue, IP addresses": lambda n: VENDOR_CUES + CASES["one line: IP addresses"](n - len(VENDOR_CUES)),
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from detect_secrets.filters import heuristic
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
@@ -111,23 +112,91 @@ _PLUGIN_GATES: dict[type[RegexBasedDetector], re.Pattern[str]] = {
 _ANY_PLUGIN_GATE = re.compile("|".join(gate.pattern for gate in _PLUGIN_GATES.values()))
 
 
+# Linear-time stand-ins for the plugins' regexes (the same matches, each tested against its
+# original): as written, some of them cost a line's length from every start in it, and a long
+# line of "sk-sk-sk-..." (OpenAI), "eyJeyJ..." (JWT), "a:// a:// ..." (npm) or "clkey" and many
+# spaces (Cloudant, IBM, SoftLayer) took minutes to scan (docs/security.md).
+#
+# Exact rewrites of the assignment regexes (RegexBasedDetector.build_assignment_regex), as
+# (what detect-secrets writes, what we run):
+_ASSIGNMENT_REWRITES = (
+    # A run of spaces split three ways (" *", " +", " *"), every split tried before a start
+    # fails. Neither a quote nor any value they read starts with a space, so only the splits
+    # reading the whole run can succeed: read each run once (possessive), in the same order.
+    ("(?: *)(?:=|:|:=|=>| +|::)(?: *)", "(?: *+(?:=|:|:=|=>|::) *+| ++)"),
+    # "After a non-word character or at the start" in one look back instead of two: these
+    # regexes are tried at every position of a line, and this is ~1.5x faster there.
+    ("(?:(?<=\\W)|(?<=^))", "(?<!\\w)"),
+)
+
+
+def _linear(regex: re.Pattern[str]) -> re.Pattern[str]:
+    pattern = regex.pattern
+    for written, run in _ASSIGNMENT_REWRITES:
+        pattern = pattern.replace(written, run)
+    return regex if pattern == regex.pattern else re.compile(pattern, regex.flags)
+
+
+@dataclass(frozen=True)
+class _ByStretches:
+    """A regex that reads a whole stretch from each start before it fails, and would fail from
+    every later start in that stretch too (what it needs after the stretch is the same), with
+    where its matches can start and the stretch one failed start rules out."""
+
+    regex: re.Pattern[str]
+    starts: re.Pattern[str]
+    stretch: re.Pattern[str]
+
+    def finditer(self, line: str) -> Iterator[re.Match[str]]:
+        """regex.finditer(line), trying each stretch once."""
+        resume = 0
+        for start in self.starts.finditer(line):
+            if start.start() < resume:
+                continue
+            if match := self.regex.match(line, start.start()):
+                yield match
+                resume = match.end()
+            else:
+                resume = self.stretch.match(line, start.start()).end()
+
+
+_STRETCHES: dict[type[RegexBasedDetector], tuple[re.Pattern[str], re.Pattern[str]]] = {
+    # sk-[A-Za-z0-9-_]*...T3BlbkFJ...: needs its marker further on in the run of key characters
+    OpenAIDetector: (re.compile("sk-"), re.compile(r"[A-Za-z0-9_-]*")),
+    # eyJ[A-Za-z0-9-_=]+\.: needs a dot where the run of those characters ends
+    JwtTokenDetector: (re.compile("eyJ"), re.compile(r"[A-Za-z0-9_=-]*")),
+    # //.+/:_authToken=...: needs one further on in the line
+    NpmDetector: (re.compile("//"), re.compile(".*")),
+}
+
+
+def _scanner(plugin: RegexBasedDetector, regex: re.Pattern[str]) -> re.Pattern[str] | _ByStretches:
+    if type(plugin) in _STRETCHES:
+        return _ByStretches(regex, *_STRETCHES[type(plugin)])
+    return _linear(regex)
+
+
+_PLUGIN_SCANNERS = tuple((plugin, kind, tuple(_scanner(plugin, regex) for regex in plugin.denylist)) for plugin, kind in _PLUGIN_KINDS)
+
+
 def _plugin_secrets(scan: Scan) -> Iterator[Finding]:
-    # Plugins are line-based and report values, not positions: we rerun their own
-    # regexes for positions, and keep a match only when the plugin's
-    # analyze_string() reports that value for the line (JWT, for one, filters its
-    # regex matches there).
+    # Plugins are line-based and report values, not positions: we run their regexes for
+    # positions (what their analyze_string() would report, without its own slower scan) and
+    # apply the one filter a plugin adds there (JWT's check that the token is well formed).
     if not _ANY_PLUGIN_GATE.search(scan.lower):
         return  # most short texts: one scan instead of one per plugin
-    for plugin, kind in _PLUGIN_KINDS:
+    tails = _TokenTails(scan.text)
+    for plugin, kind, scanners in _PLUGIN_SCANNERS:
         for line_start, line in scan.lines_with(_PLUGIN_GATES[type(plugin)]):
-            reported: frozenset[str] | None = None
-            for regex in plugin.denylist:
-                for match in regex.finditer(line):
+            for scanner in scanners:
+                for match in scanner.finditer(line):
                     for value, start, end in _findall_items(match):
-                        if reported is None:
-                            reported = frozenset(plugin.analyze_string(line))
-                        if value in reported and _is_plausible(plugin, match, value):
-                            yield _token_finding(scan.text, kind, line_start + start, line_start + end)
+                        if _reported(plugin, value) and _is_plausible(plugin, match, value):
+                            yield tails.finding(kind, line_start + start, line_start + end)
+
+
+def _reported(plugin: RegexBasedDetector, value: str) -> bool:
+    return plugin.is_formally_valid(value) if isinstance(plugin, JwtTokenDetector) else True
 
 
 def _is_plausible(plugin: RegexBasedDetector, match: re.Match[str], value: str) -> bool:
@@ -159,13 +228,24 @@ def _findall_items(match: re.Match[str]) -> Iterator[tuple[str, int, int]]:
             yield value, match.start(group), match.end(group)
 
 
-def _token_finding(text: str, kind: str, start: int, end: int) -> Finding:
-    while start < end and text[start] in _EDGE_NOISE:
-        start += 1
-    while end > start and text[end - 1] in _EDGE_NOISE:
-        end -= 1
-    tail = _TOKEN_TAIL.match(text, end)
-    return Finding(kind, start, tail.end() if tail else end)
+class _TokenTails:
+    """Findings extended over the rest of their token. Many matches in one long token share
+    its end, found once: read from each of them it cost the token's length every time."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._known = (0, -1)  # a stretch of token characters: (where it was read from, where it ends)
+
+    def finding(self, kind: str, start: int, end: int) -> Finding:
+        text = self.text
+        while start < end and text[start] in _EDGE_NOISE:
+            start += 1
+        while end > start and text[end - 1] in _EDGE_NOISE:
+            end -= 1
+        read_from, token_end = self._known
+        if not read_from <= end <= token_end:
+            self._known = read_from, token_end = end, _TOKEN_TAIL.match(text, end).end()
+        return Finding(kind, start, token_end)
 
 
 # Formats detect-secrets 1.5 does not know, each a fixed vendor prefix (checked
@@ -184,7 +264,7 @@ _VENDOR_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 # Credential contexts: (regex, lowercase gate, kind, value check). They also hold
 # references ("Bearer self.token", "curl -u $USER:$PASS"), hence the checks.
 # Each runs only on lines holding its gate.
-_CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str], re.Pattern[str], str, Callable[[str], bool]], ...] = (
+_CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str] | _ByStretches, re.Pattern[str], str, Callable[[str], bool]], ...] = (
     (
         re.compile(r"(?<![\w-])(?:Bearer|Basic)\s+([A-Za-z0-9\-._~+/]{16,}=*)", re.IGNORECASE),
         re.compile(r"bearer|basic"),
@@ -192,17 +272,19 @@ _CONTEXT_PATTERNS: tuple[tuple[re.Pattern[str], re.Pattern[str], str, Callable[[
         lambda value: _looks_generated(value),
     ),
     (
-        RegexBasedDetector.build_assignment_regex(
+        _linear(RegexBasedDetector.build_assignment_regex(
             prefix_regex=r"(?:access|auth|api|bearer|refresh|session|bot|app|personal|client|secret|ci)",
             secret_keyword_regex=r"token",
             secret_regex=r"([A-Za-z0-9_\-.~+/=]{16,})",
-        ),
+        )),
         re.compile(r"token"),
         "token",
         lambda value: _looks_generated(value),
     ),
-    (  # curl -u user:password, wget --user ... (the password after the first colon)
-        re.compile(r"\b(?:curl|wget)\b[^\n]*?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']+:([^\s\"']+)"),
+    (  # curl -u user:password, wget --user ... (the password after the first colon); a command
+        # without one further on in the line fails from every later command too
+        _ByStretches(re.compile(r"\b(?:curl|wget)\b[^\n]*?\s(?:-u|--user)[\s=]+[\"']?[^\s:\"']+:([^\s\"']+)"),
+                     starts=re.compile(r"\b(?:curl|wget)\b"), stretch=re.compile(".*")),
         re.compile(r"curl|wget"),
         "password",
         lambda value: is_literal_value(value, quoted=False),
