@@ -62,8 +62,8 @@ What is not, and why
 Existing ``[REDACTED:<kind>]`` markers are left alone, and the result is
 rescanned where a redaction may have exposed a neighbour, so ``redact`` is
 idempotent. Nothing here touches detect-secrets' global settings or network
-verification: we call the plugins' regexes and ``analyze_string`` directly,
-never ``analyze_line`` (which reads global settings and may call ``verify()``,
+verification: we run the plugins' regexes (or exact linear-time stand-ins)
+ourselves, never ``analyze_line`` (which reads global settings and may call ``verify()``,
 i.e. the vendor's API). Speed: the costly regexes only run on lines holding a
 cheap literal cue (see ``scan.Scan.lines_with``), once per line however many
 cues it holds, and the costliest checks within a budget per byte of text

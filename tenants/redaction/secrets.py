@@ -1,7 +1,7 @@
 """Vendor credentials: detect-secrets' regex plugins, formats it lacks, and contexts.
 
-The plugins' own regexes give positions, kept only where the plugin's
-``analyze_string`` reports the value; vendor prefixes detect-secrets 1.5 does not
+The plugins' own regexes, or exact linear-time stand-ins for them, give positions,
+with the one filter a plugin's ``analyze_string`` adds (JWT's); vendor prefixes detect-secrets 1.5 does not
 know (``_VENDOR_PATTERNS``) and credential contexts (``_CONTEXT_PATTERNS``:
 ``Bearer``/``Basic``, ``*_token = <value>``, ``curl -u user:password``) follow.
 The contexts reuse the password module's value filters.
