@@ -79,6 +79,8 @@ CASES: dict[str, Callable[[int], str]] = {
     "one line: token assignments, long spaces": lambda n: _repeat(lambda r: "api_token" + " " * 200 + "x", n),
     # Every vendor regex's cue once, so that each reads the whole line, then the densest findings
     "one line: every vendor cue, IP addresses": lambda n: VENDOR_CUES + CASES["one line: IP addresses"](n - len(VENDOR_CUES)),
+    # ... then punctuation: every position after a non-word character may open an assignment
+    "one line: every vendor cue, punctuation": lambda n: VENDOR_CUES + (",;" * n)[: n - len(VENDOR_CUES)],
 }
 
 

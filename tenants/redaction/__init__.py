@@ -61,7 +61,8 @@ What is not, and why
 
 Existing ``[REDACTED:<kind>]`` markers are left alone, and the result is
 rescanned where a redaction may have exposed a neighbour, so ``redact`` is
-idempotent. Nothing here touches detect-secrets' global settings or network
+idempotent (each finding reads there as one masked character, so a line dense
+with findings costs its rescan only what is left of it). Nothing here touches detect-secrets' global settings or network
 verification: we run the plugins' regexes (or exact linear-time stand-ins)
 ourselves, never ``analyze_line`` (which reads global settings and may call ``verify()``,
 i.e. the vendor's API). Speed: the costly regexes only run on lines holding a
@@ -84,7 +85,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenants.redaction import passwords, pii, private_keys, secrets
-from tenants.redaction.scan import MARKER_RE, CheckBudget, Finding, Scan
+from tenants.redaction.scan import MASK, CheckBudget, Finding, Scan
 
 __all__ = ["KINDS", "Finding", "Redacted", "redact", "redact_messages"]
 
@@ -125,8 +126,10 @@ def redact(text: str) -> Redacted:
     for _ in range(_MAX_PASSES):
         if not findings:
             break
-        rendered, segments = _render(text, findings)
-        exposed = [_to_original(f, segments) for f in _find_around_markers(rendered, budgets)]
+        # Each finding reads as one masked character here, not as its marker's 16-25: a line
+        # dense with findings costs its rescan what is left of it, not half again its length.
+        masked, segments = _render(text, findings, masked=True)
+        exposed = [_to_original(f, segments) for f in _find_around_markers(masked, segments, budgets)]
         if not exposed:
             break
         findings = _merge(findings + exposed)
@@ -203,29 +206,36 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return merged
 
 
-def _find(text: str, budgets: dict[str, CheckBudget]) -> list[Finding]:
-    scan = Scan(text, budgets)
+def _find(text: str, budgets: dict[str, CheckBudget], masked: Iterable[tuple[int, int]] = ()) -> list[Finding]:
+    scan = Scan(text, budgets, masked)
     found = (finding for detect in _DETECTORS for finding in detect(scan))
     return _merge(_drop_marker_overlaps(found, scan))
 
 
-def _find_around_markers(rendered: str, budgets: dict[str, CheckBudget]) -> list[Finding]:
-    """Findings on the lines holding a marker: all other lines are as they were
-    scanned already, and every detector but the private-key one is line-local.
+def _find_around_markers(masked: str, segments: list[_Segment], budgets: dict[str, CheckBudget]) -> list[Finding]:
+    """Findings on the lines holding one of this pass's markers: all other lines are as they
+    were scanned already, and every detector but the private-key one is line-local.
 
-    Those lines are scanned as one text (joined by line breaks, so nothing can
-    match across them), then mapped back.
+    ``masked`` is the text with each finding so far as one ``MASK`` character, at the ends of
+    ``segments`` but the last. Those lines are scanned as one text (joined by line breaks, so
+    nothing can match across them), then mapped back.
     """
-    blocks = _marker_lines(rendered)
+    markers = [rendered_start + length for rendered_start, _, length in segments[:-1]]
+    blocks = _marker_lines(masked, markers)
     joined_starts: list[int] = []
     pieces: list[str] = []
     cursor = 0
     for start, end in blocks:
         joined_starts.append(cursor)
-        pieces.append(rendered[start:end])
+        pieces.append(masked[start:end])
         cursor += end - start + 1
+    joined_markers = []
+    for marker in markers:
+        i = bisect.bisect_right(blocks, (marker, math.inf)) - 1  # the block holding it
+        start = marker - blocks[i][0] + joined_starts[i]
+        joined_markers.append((start, start + 1))
     found: list[Finding] = []
-    for finding in _find("\n".join(pieces), budgets):
+    for finding in _find("\n".join(pieces), budgets, joined_markers):
         i = bisect.bisect_right(joined_starts, finding.start) - 1
         block_start, block_end = blocks[i]
         shift = block_start - joined_starts[i]
@@ -234,14 +244,14 @@ def _find_around_markers(rendered: str, budgets: dict[str, CheckBudget]) -> list
     return found
 
 
-def _marker_lines(text: str) -> list[tuple[int, int]]:
-    """Spans of the lines holding a marker, adjacent lines joined."""
+def _marker_lines(text: str, markers: list[int]) -> list[tuple[int, int]]:
+    """Spans of the lines holding a marker (their positions, sorted), adjacent lines joined."""
     spans: list[tuple[int, int]] = []
-    for marker in MARKER_RE.finditer(text):
-        if spans and marker.start() < spans[-1][1]:
+    for marker in markers:
+        if spans and marker < spans[-1][1]:
             continue  # on a line already taken: looking for its ends again would make a long line quadratic
-        start = text.rfind("\n", 0, marker.start()) + 1
-        end = text.find("\n", marker.end())
+        start = text.rfind("\n", 0, marker) + 1
+        end = text.find("\n", marker + 1)
         end = len(text) if end == -1 else end
         if spans and start <= spans[-1][1] + 1:
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
@@ -254,15 +264,17 @@ def _marker_lines(text: str) -> list[tuple[int, int]]:
 _Segment = tuple[int, int, int]
 
 
-def _render(text: str, findings: list[Finding]) -> tuple[str, list[_Segment]]:
+def _render(text: str, findings: list[Finding], *, masked: bool = False) -> tuple[str, list[_Segment]]:
+    """The text with each finding replaced by its marker, or by one MASK character (``masked``:
+    what a rescan reads)."""
     pieces: list[str] = []
     segments: list[_Segment] = []
     cursor = rendered = 0
     for finding in findings:
         segments.append((rendered, cursor, finding.start - cursor))
-        marker = f"[REDACTED:{finding.kind}]"
-        pieces += [text[cursor : finding.start], marker]
-        rendered += finding.start - cursor + len(marker)
+        marker_text = MASK if masked else f"[REDACTED:{finding.kind}]"
+        pieces += [text[cursor : finding.start], marker_text]
+        rendered += finding.start - cursor + len(marker_text)
         cursor = finding.end
     segments.append((rendered, cursor, len(text) - cursor))
     pieces.append(text[cursor:])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 
@@ -22,6 +22,9 @@ class Finding:
 
 
 MARKER_RE = re.compile(r"\[REDACTED:[a-z_]+\]")
+# What a marker reads as to the detectors. NUL is neither a word character nor whitespace, so no
+# detector reads a keyword out of "[REDACTED:password]" or runs a token through a marker.
+MASK = "\0"
 
 
 # ASCII-only lowering keeps offsets (str.lower() may change the length of
@@ -47,11 +50,10 @@ class CheckBudget:
 
 class Scan:
     """One text as the detectors read it: existing markers masked (same length, so offsets
-    hold; NUL is neither a word character nor whitespace, so no detector reads a keyword out of
-    "[REDACTED:password]" on a second pass)."""
+    hold), and ``masked`` spans, markers a rescan put in as MASK already."""
 
-    def __init__(self, text: str, budgets: dict[str, CheckBudget] | None = None) -> None:
-        self._markers = [m.span() for m in MARKER_RE.finditer(text)]  # sorted, disjoint
+    def __init__(self, text: str, budgets: dict[str, CheckBudget] | None = None, masked: Iterable[tuple[int, int]] = ()) -> None:
+        self._markers = sorted([m.span() for m in MARKER_RE.finditer(text)] + list(masked))  # disjoint
         self._marker_ends = [end for _, end in self._markers]
         self.text = _masked(text, self._markers)
         self.lower = self.text.translate(_ASCII_LOWER)
@@ -109,6 +111,6 @@ class Scan:
 def _masked(text: str, markers: list[tuple[int, int]]) -> str:
     pieces, cursor = [], 0
     for start, end in markers:
-        pieces += [text[cursor:start], "\0" * (end - start)]
+        pieces += [text[cursor:start], MASK * (end - start)]
         cursor = end
     return "".join(pieces) + text[cursor:]
