@@ -1,7 +1,8 @@
 """Fair turns at the model servers: the gateway sends at most `slots` completions upstream at
-once, and when they are all taken, waiting requests get the next free slot one organization
-at a time, round robin. An organization's burst then waits behind its own requests, not in
-front of everyone else's in vLLM's first-come queue.
+once, and when they are all taken, the next free slot goes to the waiting organization that
+holds the fewest (round robin among equals). An organization's burst then waits behind its own
+requests, not in front of everyone else's in vLLM's first-come queue, and an organization with
+one request waiting is served before a flood that holds the other slots takes another.
 
 Per gateway process, on its event loop. With `slots` at about what the replicas batch at
 once (vLLM's max_num_seqs times the replicas, over the gateway processes), vLLM's own queue
@@ -9,7 +10,7 @@ stays short and the order is decided here.
 """
 
 import asyncio
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Hashable
 
 
@@ -23,6 +24,7 @@ class FairTurns:
             raise ValueError(f"need at least one slot, not {slots}")
         self.slots = slots
         self._free = slots
+        self._held: Counter[Hashable] = Counter()
         self._waiting: OrderedDict[Hashable, deque[asyncio.Future]] = OrderedDict()
 
     @property
@@ -33,32 +35,39 @@ class FairTurns:
         """A slot for one completion of this organization, when its turn comes."""
         if self._free > 0 and not self._waiting:
             self._free -= 1
-            return Turn(self)
+            self._held[org_id] += 1
+            return Turn(self, org_id)
         turn = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(org_id, deque()).append(turn)
         try:
             await asyncio.wait_for(asyncio.shield(turn), timeout_s)
         except (asyncio.TimeoutError, asyncio.CancelledError) as error:
             if turn.done() and not turn.cancelled():  # handed a slot just as it gave up: pass it on
-                self._hand_on()
+                self._hand_on(org_id)
             else:
                 turn.cancel()
                 self._forget(org_id, turn)
             if isinstance(error, asyncio.TimeoutError):
                 raise TurnTimeout(f"No model server slot came free within {timeout_s:g} s.") from None
             raise
-        return Turn(self)
+        return Turn(self, org_id)
 
-    def _hand_on(self) -> None:
-        """A slot came free: to the next organization in the round, else back to the pool."""
+    def _hand_on(self, from_org: Hashable) -> None:
+        """`from_org` gave a slot back: to the waiting organization holding the fewest (the
+        first in the round among equals), else back to the pool."""
+        self._held[from_org] -= 1
+        if self._held[from_org] <= 0:
+            del self._held[from_org]
         while self._waiting:
-            org_id, queue = next(iter(self._waiting.items()))
+            org_id = min(self._waiting, key=self._held.__getitem__)  # the first of the fewest
+            queue = self._waiting[org_id]
             turn = queue.popleft()
             if queue:
                 self._waiting.move_to_end(org_id)  # its next request waits for every other organization's
             else:
                 del self._waiting[org_id]
             if not turn.done():
+                self._held[org_id] += 1
                 turn.set_result(None)
                 return
         self._free += 1
@@ -74,10 +83,11 @@ class FairTurns:
 class Turn:
     """A slot held; given back exactly once."""
 
-    def __init__(self, turns: FairTurns):
+    def __init__(self, turns: FairTurns, org_id: Hashable):
         self._turns: FairTurns | None = turns
+        self._org_id = org_id
 
     def release(self) -> None:
         turns, self._turns = self._turns, None
         if turns is not None:
-            turns._hand_on()
+            turns._hand_on(self._org_id)

@@ -35,8 +35,41 @@ def test_a_burst_waits_behind_its_own_requests_not_in_front_of_another_organizat
         return served
 
     served = asyncio.run(scenario())
-    assert served.index("quiet-0") == 2, served  # behind the flood's one in service and one turn of it
+    # Behind the flood's one in service and one turn of it: when that one ends, neither holds a
+    # slot and the flood waited first; then the quiet one's turn in the round.
+    assert served.index("quiet-0") == 2, served
     assert [name for name in served if name.startswith("flood")] == [f"flood-{i}" for i in range(6)]
+
+
+def test_a_free_slot_goes_to_the_waiting_organization_holding_the_fewest():
+    """A flood holding every slot but one does not get the next before a quieter organization
+    that waited less, and among organizations holding as many, the round goes on."""
+    async def scenario() -> list[str]:
+        turns, served, gates = FairTurns(slots=3), [], {}
+
+        def start(org: str, name: str) -> asyncio.Task:
+            gates[name] = asyncio.Event()
+            return asyncio.create_task(_serve(turns, org, name, served, gates[name]))
+
+        tasks = [start("flood", f"flood-{i}") for i in range(5)]  # 3 served, 2 waiting
+        await asyncio.sleep(0)
+        tasks.append(start("quiet", "quiet-0"))
+        await asyncio.sleep(0)
+        gates["flood-0"].set()  # flood holds 2, quiet 0: quiet's turn
+        await asyncio.sleep(0.01)
+        tasks.append(start("quiet", "quiet-1"))
+        await asyncio.sleep(0)
+        gates["flood-1"].set()  # flood holds 1, quiet 1: the round goes on, flood waited first
+        await asyncio.sleep(0.01)
+        gates["flood-2"].set()  # flood holds 1 (flood-3), quiet 1: quiet's turn in the round
+        await asyncio.sleep(0.01)
+        for gate in gates.values():
+            gate.set()
+        await asyncio.gather(*tasks)
+        return served
+
+    served = asyncio.run(scenario())
+    assert served[:6] == ["flood-0", "flood-1", "flood-2", "quiet-0", "flood-3", "quiet-1"], served
 
 
 def test_a_request_that_gives_up_waiting_leaves_no_slot_taken():
