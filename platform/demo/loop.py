@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="where to write the figures as JSON (default: results.json in the run's data directory)")
     parser.add_argument("--keep", action="store_true", help="keep the platform up after the report, until Ctrl-C, to look around the console")
     args = parser.parse_args()
+    exit_on_signals()
     started = time.monotonic()
     run_dir = use_fresh_data_dir("loop")
     print(f"data directory of this run: {run_dir}", flush=True)
@@ -136,6 +137,17 @@ def main() -> None:
         print(f"results: {results}")
         if args.keep:
             stay_up(url)
+
+
+def exit_on_signals() -> None:
+    """A kill (SIGTERM) or an interrupt unwinds the demo as Ctrl-C does, through
+    running_platform, which stops the platform it started: a shell's background job starts
+    with SIGINT ignored, and SIGTERM ended the demo at once, leaving `manage.py up` running."""
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, leave)
 
 
 def stay_up(url: str) -> None:

@@ -1,7 +1,12 @@
 """The demo loop's figures: rates with Wilson intervals, differences with Newcombe intervals,
-the tables it prints and the results file it writes."""
+the tables it prints and the results file it writes, and how it ends when killed."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -80,3 +85,30 @@ def test_the_results_file_holds_every_round_of_every_organization_and_the_ab_row
     assert persisted["change"] == pytest.approx(0.465) and 0 < persisted["interval"][0] < 0.465 < persisted["interval"][1]
     assert (rows["edit persisted, clear prompts"]["final"], rows["edit persisted, clear prompts"]["final_n"]) == (0.625, 240)
     assert rows["background task success"]["final"] == 0.75 and rows["latency mean (ms)"]["change"] == pytest.approx(-10.0)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_kill_or_an_interrupt_unwinds_the_demo_so_that_the_platform_it_started_stops(signum):
+    """Run as a background job (SIGINT ignored, as a shell starts one) and killed: the `with`
+    that owns the platform must still run its way out."""
+    child = textwrap.dedent("""
+        import contextlib, os, signal, sys, time
+        from demo.loop import exit_on_signals
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        exit_on_signals()
+        @contextlib.contextmanager
+        def platform():
+            try:
+                yield
+            finally:
+                print("platform stopped", flush=True)
+        with platform():
+            print("ready", flush=True)
+            time.sleep(30)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, env={**os.environ})
+    assert process.stdout.readline().strip() == "ready"
+    process.send_signal(signum)
+    out, _ = process.communicate(timeout=20)
+    assert "platform stopped" in out
+    assert process.returncode == 128 + signum
