@@ -194,6 +194,7 @@ def _train(run: TrainingRun) -> tuple[Path, dict]:
         return adapter_dir, json.loads(report_file.read_text()) if report_file.exists() else {}
     config = engine.TrainConfig.from_dict({**settings.TRAINING_CONFIG, "kl_coef": spec.kl_coef, "seed": run.pk.int % 2**31,
                                            "device": settings.TRAINING_DEVICE})
+    engine.use_cpu_threads(settings.TRAINING_CPU_THREADS)  # for the training and the step search alike
     incumbent_dir = adapter_files(run.parent) if run.parent else None  # what it trains from
     trained = work / "trained"
     if trained.exists():  # an earlier attempt trained it and died in the step search

