@@ -17,7 +17,7 @@ def test_a_large_recording_is_redacted_aside_at_low_priority_like_in_place(acme,
     settings.REDACTION_ASIDE_OVER = 1_000
     pid = aside.worker_pid()
     assert pid != os.getpid()
-    assert os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) + aside.NICENESS
+    assert os.getpriority(os.PRIO_PROCESS, pid) >= min(19, os.getpriority(os.PRIO_PROCESS, 0) + aside.NICENESS)  # 19: the lowest
 
     stored = interaction_content(interaction=Interaction.objects.for_org(acme.org).get(pk=record(acme.client, text=LARGE)))
     text = stored["messages"][0]["content"]
