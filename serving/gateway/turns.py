@@ -7,9 +7,8 @@ given back stays free for its next request instead of going to the burst.
 
 Per gateway process, on its event loop. With `slots` at about what the replicas batch at
 once (vLLM's max_num_seqs times the replicas, over the gateway processes), vLLM's own queue
-stays short and the order is decided here. On vLLM-CPU a step's time grows with the batch, so
-fewer slots trade throughput for the latency one organization's flood can add to another's
-(docs/operating.md, docs/figures.md).
+stays short and the order is decided here (docs/operating.md; measured against a flood in
+docs/figures.md).
 """
 
 import asyncio
