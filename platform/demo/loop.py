@@ -20,8 +20,8 @@ heavy one for a rejected edit). Then:
 
 and prints the A/B table (base vs. final, with deltas and 95 % intervals), the matrix, the
 naive organization's detector figures and verdicts per cycle, and the cycles' stage times; it
-writes every round's figures and the A/B table as JSON (`results.json` in the run's data
-directory unless --results says where), for benchmarks/plot_loop.py. Stops the platform at the
+writes every round's figures as JSON after each round, and the A/B table at the end (`results.json`
+in the run's data directory unless --results says where), for benchmarks/plot_loop.py. Stops the platform at the
 end, or with --keep stays up until Ctrl-C.
 
 Once the organizations exist it prints the console's address and an invitation link for
@@ -87,6 +87,7 @@ def main() -> None:
     run_dir = use_fresh_data_dir("loop")
     print(f"data directory of this run: {run_dir}", flush=True)
     rounds: list[tuple[str, dict[str, OrgTraffic]]] = []  # every round's figures, in order, for the results file
+    results = args.results or run_dir / "results.json"
     os.environ.setdefault("PLATFORM_TRAINING_TICK_S", str(TICK_S))
     with running_platform(args.port) as url:
         ready = time.monotonic()
@@ -100,7 +101,7 @@ def main() -> None:
             api.put("/api/v1/canary-policy", {"latency": CANARY_LATENCY_MARGIN})
         apis[NAIVE].put("/api/v1/reward-spec", NAIVE_SPEC)
 
-        base = traffic_round(url, orgs, "base model", requests=args.requests, seed=0, rounds=rounds)
+        base = traffic_round(url, orgs, "base model", requests=args.requests, seed=0, rounds=rounds, results=results)
         history: dict[str, list[dict]] = {org.name: [] for org in orgs}
         for k in range(1, args.cycles + 1):
             print(f"\n== cycle {k}: train, gates", flush=True)
@@ -108,13 +109,13 @@ def main() -> None:
             gated = {name: wait_for(apis[name], ids[name], until=("canary", *TERMINAL)) for name in ids}
             for name, cycle in gated.items():
                 print("  " + describe_gates(name, cycle))
-            traffic_round(url, orgs, f"cycle {k} (canaries live)", requests=args.requests, seed=k, rounds=rounds)
+            traffic_round(url, orgs, f"cycle {k} (canaries live)", requests=args.requests, seed=k, rounds=rounds, results=results)
             for extra in range(1, MAX_EXTRA_ROUNDS + 1):  # a canary waits for enough settled outcomes in each arm
                 waiting = still_in_canary(apis, ids, orgs)
                 if not waiting:
                     break
                 traffic_round(url, waiting, f"cycle {k}, more canary traffic", requests=args.requests // 2, seed=100 * k + extra,
-                              rounds=rounds)
+                              rounds=rounds, results=results)
             timed_out = still_in_canary(apis, ids, orgs)  # after all its traffic
             for org in timed_out:
                 time_out_canary(apis[org.name])
@@ -123,7 +124,7 @@ def main() -> None:
                 print("  " + describe_outcome(name, history[name][-1]))
             for org in timed_out:
                 apis[org.name].put("/api/v1/canary-policy", {"max_hours": None})  # the default again
-        final = traffic_round(url, orgs, "final", requests=args.requests, seed=args.cycles + 1, rounds=rounds)
+        final = traffic_round(url, orgs, "final", requests=args.requests, seed=args.cycles + 1, rounds=rounds, results=results)
         serving = {org.name: apis[org.name].get("/api/v1/adapters") for org in orgs}
         matrix = measure_matrix(url, [org for org in orgs if org.name != NAIVE], serving)
         print("\n" + ab_table(base, final))
@@ -132,7 +133,6 @@ def main() -> None:
         print("\n" + cycle_times(history))
         print(f"\n{time.monotonic() - started:.0f} s in all, of which {ready - started:.0f} s to start the platform "
               f"(building the base model when it is missing)")
-        results = args.results or run_dir / "results.json"
         write_results(results, results_document(rounds, base, final))
         print(f"results: {results}")
         if args.keep:
@@ -162,8 +162,9 @@ def stay_up(url: str) -> None:
 
 
 def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, requests: int, seed: int,
-                  rounds: list[tuple[str, dict[str, OrgTraffic]]]) -> dict[str, OrgTraffic]:
-    """One round of every organization's traffic, printed, and appended to `rounds`."""
+                  rounds: list[tuple[str, dict[str, OrgTraffic]]], results: Path) -> dict[str, OrgTraffic]:
+    """One round of every organization's traffic, printed, appended to `rounds` and written to
+    `results` (so a run stopped early still leaves its rounds' figures)."""
     print(f"\n== round '{label}': {requests} calls per organization", flush=True)
     started = time.monotonic()
     traffic = run_traffic(url=url, orgs=orgs, requests=requests, concurrency=CONCURRENCY, seed=seed, time_scale=2e-4, task_share=0.1)
@@ -173,6 +174,7 @@ def traffic_round(url: str, orgs: Sequence[SimulatedOrg], label: str, *, request
               f"({t.edit_persisted_on_clear_rate:.3f} on clear prompts)  dissatisfied {t.dissatisfied_rate:.3f}  failures {sum(t.failures.values())}")
     print(f"  {time.monotonic() - started:.0f} s", flush=True)
     rounds.append((label, traffic))
+    write_results(results, results_document(rounds))
     return traffic
 
 
@@ -251,15 +253,16 @@ def ab_table(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> str:
             "outside background tasks, whose steps get only the task's outcome)\n" + _table(rows))
 
 
-def results_document(rounds: Sequence[tuple[str, dict[str, OrgTraffic]]], base: dict[str, OrgTraffic],
-                     final: dict[str, OrgTraffic]) -> dict:
+def results_document(rounds: Sequence[tuple[str, dict[str, OrgTraffic]]], base: dict[str, OrgTraffic] | None = None,
+                     final: dict[str, OrgTraffic] | None = None) -> dict:
     """The run's figures as plain data: per round and organization the rates per request (n of
-    them: the requests outside background tasks) and which versions served, and the A/B table."""
+    them: the requests outside background tasks) and which versions served, and the A/B table
+    (empty until the final round, when base and final are given)."""
     return {
         "format": RESULTS_FORMAT,
         "rounds": [{"label": label, "organizations": {name: _round_figures(t) for name, t in traffic.items()}}
                    for label, traffic in rounds],
-        "ab": ab_figures(base, final),
+        "ab": ab_figures(base, final) if base and final else [],
     }
 
 

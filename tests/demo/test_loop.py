@@ -87,6 +87,16 @@ def test_the_results_file_holds_every_round_of_every_organization_and_the_ab_row
     assert rows["background task success"]["final"] == 0.75 and rows["latency mean (ms)"]["change"] == pytest.approx(-10.0)
 
 
+def test_a_run_stopped_before_its_final_round_still_leaves_the_rounds_it_ran(tmp_path):
+    rounds = [("base model", {"acme": traffic(14, 400)}), ("cycle 1 (canaries live)", {"acme": traffic(40, 300)})]
+    path = tmp_path / "results.json"
+    write_results(path, results_document(rounds))
+    document = json.loads(path.read_text())
+
+    assert [r["label"] for r in document["rounds"]] == ["base model", "cycle 1 (canaries live)"]
+    assert document["ab"] == []
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_kill_or_an_interrupt_unwinds_the_demo_so_that_the_platform_it_started_stops(signum):
     """Run as a background job (SIGINT ignored, as a shell starts one) and killed: the `with`
