@@ -31,6 +31,9 @@ class Run:
     latencies_ms: list[float] = field(default_factory=list)  # of the requests answered 2xx
     completion_tokens: int = 0
     statuses: dict[int, int] = field(default_factory=dict)
+    # Of the 2xx answers that carry a Server-Timing header: milliseconds per phase, and "outside"
+    # (the latency the phases do not cover: the connection, the server's loop, the client's).
+    phases_ms: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def tokens_per_s(self) -> float:
@@ -72,6 +75,7 @@ async def drive(send: Send, *, requests: int | None = None, seconds: float | Non
             run.statuses[status] = run.statuses.get(status, 0) + 1
             if 200 <= status < 300:
                 run.latencies_ms.append((time.perf_counter() - sent) * 1000)
+                _note_phases(run, response.headers.get("Server-Timing"), run.latencies_ms[-1])
                 if response.headers.get("content-type", "").startswith("application/json"):
                     run.completion_tokens += (response.json().get("usage") or {}).get("completion_tokens", 0)
             if interval:
@@ -81,6 +85,14 @@ async def drive(send: Send, *, requests: int | None = None, seconds: float | Non
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
     run.seconds = time.perf_counter() - start
     return run
+
+
+def _note_phases(run: Run, header: str | None, latency_ms: float) -> None:
+    if not header:
+        return
+    phases = {name.strip(): float(ms) for name, _, ms in (entry.partition(";dur=") for entry in header.split(","))}
+    for name, ms in {**phases, "outside": latency_ms - sum(phases.values())}.items():
+        run.phases_ms.setdefault(name, []).append(ms)
 
 
 def completions(url: str, key: str, models: list[str], *, max_tokens: int = 64, extra: dict | None = None) -> Send:

@@ -169,6 +169,16 @@ def _figures(runs: list[Run]) -> dict:
         "requests": sum(len(run.latencies_ms) for run in runs), "errors": sum(run.errors for run in runs)}
 
 
+def _phases(runs: list[Run]) -> dict:
+    """Per phase of the gateway's Server-Timing: median and p95 over every answer of every round."""
+    spent: dict[str, list[float]] = {}
+    for run in runs:
+        for phase, values in run.phases_ms.items():
+            spent.setdefault(phase, []).extend(values)
+    return {phase: {"p50_ms": round(statistics.median(values), 1), "p95_ms": round(sorted(values)[int(0.95 * (len(values) - 1))], 1)}
+            for phase, values in spent.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=45)
@@ -208,6 +218,8 @@ def main() -> None:
         results[f"quiet_{part}"] = {"alone": before, "under_flood": after,
                                     "p95_ratio": round(after["p95_ms"] / before["p95_ms"], 2),
                                     "p99_ratio": round(after["p99_ms"] / before["p99_ms"], 2)}
+    # Where the quiet organization's gateway time went: the gateway's own phases, and what they do not cover.
+    results["quiet_gateway_phases"] = {"alone": _phases(alone["gateway"]), "under_flood": _phases(under["gateway"])}
     # The web server's CPU time over wall time: near 1.0, its one core is saturated.
     results["web_server_cores_busy"] = {phase: round(statistics.median(shares), 2) for phase, shares in web_busy.items()}
     results["flood_statuses"] = {name: _merged(flood[name] for flood in floods) for name in floods[0]}

@@ -36,6 +36,7 @@ from serving.gateway.protocol import (
 )
 from serving.gateway.recorder import GroupRecorder
 from serving.gateway.sample import Sample
+from serving.gateway.server_timing import ServerTiming
 from serving.gateway.turns import FairTurns, TurnTimeout
 from serving.policies import Limits
 from serving.routing import Target, target_known, target_resolve
@@ -85,6 +86,7 @@ class Call:
 
 async def chat_completions(request: Request) -> Response:
     started = time.perf_counter()
+    timing = ServerTiming(started)
     if request.method != "POST":
         return InvalidRequest("Use POST.").response()
     # The key first, then the organization's limits, then the body: a request that will be
@@ -93,13 +95,16 @@ async def chat_completions(request: Request) -> Response:
         org = await _authenticated(request.headers)
         limits = _limits.peek(org.pk) or await in_db_thread(_limits_of, org)
         admission = await limiter().admit(org.pk, limits)
+        timing.mark("admit")
     except RateLimited as limited:
         return TooManyRequests(limited.message, retry_after=retry_after_header(limited.retry_after_s)).response()
     except GatewayError as error:
         return error.response()
     try:
         call = await _admitted(org, request.headers, await _body_of(request), started)
+        timing.mark("parse")
         admission.attach(await turns().take(org.pk, timeout_s=settings.SERVING_UPSTREAM_TIMEOUT_S))
+        timing.mark("turn")
     except BaseException as error:  # a client gone (CancelledError) too
         admission.release()
         if isinstance(error, TurnTimeout):
@@ -108,23 +113,26 @@ async def chat_completions(request: Request) -> Response:
             return error.response()
         raise
     if call.request["stream"]:
-        return await _streamed(call, admission)
+        return await _streamed(call, admission, timing)
     sample = Sample()
     try:
         async with upstream.completion(upstream_body(call.request, served_name=call.target.name, org_id=call.org.pk), call.target) as completion:
             payload = await completion.payload()
+        timing.mark("model")
         sample = Sample.of_response(payload)
         await recorder().record(_recording(call, sample))
-        return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name))
+        timing.mark("record")
+        return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name),
+                            headers=timing.header())
     except GatewayError as error:
         return error.response()
     finally:
         admission.release(tokens=sample.token_count())
 
 
-async def _streamed(call: Call, admission: Admission) -> Response:
+async def _streamed(call: Call, admission: Admission, timing: ServerTiming) -> Response:
     """Open the upstream stream before answering, so that a failure is still a clean error
-    status; then relay chunks as they come."""
+    status; then relay chunks as they come (the headers time what came before the first)."""
     stack = AsyncExitStack()
     try:
         completion = await stack.enter_async_context(
@@ -135,9 +143,11 @@ async def _streamed(call: Call, admission: Admission) -> Response:
         if isinstance(error, GatewayError):
             return error.response()
         raise
+    timing.mark("model")
     relay = _relay(call, stack, completion, admission)
     weakref.finalize(relay, _abandon, admission, stack, asyncio.get_running_loop())
-    return StreamingResponse(relay, media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(relay, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **timing.header()})
 
 
 _closing: set[asyncio.Task] = set()  # work left to finish after a client went; the loop holds its tasks weakly

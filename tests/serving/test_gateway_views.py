@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from types import SimpleNamespace
 
 from serving.gateway import upstream, views
+from serving.gateway.server_timing import ServerTiming
 from serving.routing import Target
 
 
@@ -46,7 +47,7 @@ def test_a_stream_dropped_unread_off_the_loop_is_given_back_on_the_loop(monkeypa
 
     async def scenario() -> list[int]:
         admission = NotedAdmission(asyncio.get_running_loop())
-        streams = [await views._streamed(streamed_call(), admission)]
+        streams = [await views._streamed(streamed_call(), admission, ServerTiming(0.0))]
         await asyncio.to_thread(drop, streams)
         await asyncio.wait_for(admission.released.wait(), timeout=10)
         await asyncio.wait_for(closed.wait(), timeout=10)  # the upstream response is closed too
