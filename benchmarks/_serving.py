@@ -130,6 +130,7 @@ class Platform:
     gateway_url: str
     web_pid: int
     base_dir: Path
+    vllm_pid: int
 
 
 def renice(pid: int, niceness: int) -> None:
@@ -174,7 +175,7 @@ def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | No
         gateway_url = f"http://127.0.0.1:{port}"
         try:
             wait_for(gateway_url)
-            yield Platform(vllm_url=vllm.base_url, gateway_url=gateway_url, web_pid=web.pid, base_dir=base_dir)
+            yield Platform(vllm_url=vllm.base_url, gateway_url=gateway_url, web_pid=web.pid, base_dir=base_dir, vllm_pid=vllm.pid)
         finally:
             web.terminate()
             web.wait()

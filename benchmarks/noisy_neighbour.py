@@ -199,15 +199,18 @@ def main() -> None:
             os.sched_setaffinity(0, set(range((os.cpu_count() or 1) - 1)))
         (_, quiet_key), (_, flood_key) = (org_create(name=name, owner_email=f"owner@{name}.example") for name in ("quiet", "flood"))
         asyncio.run(quiet(up.gateway_url, quiet_key, 5))  # warm-up: first requests compile
-        alone, under, floods, web_busy = {"gateway": [], "api": []}, {"gateway": [], "api": []}, [], {"alone": [], "under_flood": []}
+        alone, under, floods = {"gateway": [], "api": []}, {"gateway": [], "api": []}, []
+        web_busy, vllm_busy = {"alone": [], "under_flood": []}, {"alone": [], "under_flood": []}
         for _ in range(args.rounds):
-            cpu, started = cpu_seconds(up.web_pid), time.perf_counter()
+            cpu, vllm_cpu, started = cpu_seconds(up.web_pid), cpu_seconds(up.vllm_pid), time.perf_counter()
             for part, run in asyncio.run(quiet(up.gateway_url, quiet_key, args.seconds)).items():
                 alone[part].append(run)
             web_busy["alone"].append((cpu_seconds(up.web_pid) - cpu) / (time.perf_counter() - started))
-            cpu, started = cpu_seconds(up.web_pid), time.perf_counter()
+            vllm_busy["alone"].append((cpu_seconds(up.vllm_pid) - vllm_cpu) / (time.perf_counter() - started))
+            cpu, vllm_cpu, started = cpu_seconds(up.web_pid), cpu_seconds(up.vllm_pid), time.perf_counter()
             measured, flood = flooded(up.gateway_url, quiet_key, flood_key, args.seconds, args.flood, args.flood_niceness)
             web_busy["under_flood"].append((cpu_seconds(up.web_pid) - cpu) / (time.perf_counter() - started))
+            vllm_busy["under_flood"].append((cpu_seconds(up.vllm_pid) - vllm_cpu) / (time.perf_counter() - started))
             for part, run in measured.items():
                 under[part].append(run)
             floods.append(flood)
@@ -222,6 +225,8 @@ def main() -> None:
     results["quiet_gateway_phases"] = {"alone": _phases(alone["gateway"]), "under_flood": _phases(under["gateway"])}
     # The web server's CPU time over wall time: near 1.0, its one core is saturated.
     results["web_server_cores_busy"] = {phase: round(statistics.median(shares), 2) for phase, shares in web_busy.items()}
+    # vLLM's, likewise: less under a flood that sends it nothing means the flood's client took its core.
+    results["vllm_cores_busy"] = {phase: round(statistics.median(shares), 2) for phase, shares in vllm_busy.items()}
     results["flood_statuses"] = {name: _merged(flood[name] for flood in floods) for name in floods[0]}
     results["setup"] = {"seconds": args.seconds, "rounds": args.rounds, "layout": args.layout, "flood": args.flood, "upstream_slots": args.upstream_slots or "default", "database": connection.vendor,
                         "vllm_niceness": args.vllm_niceness, "flood_niceness": args.flood_niceness,
