@@ -17,6 +17,10 @@ under the flood alternate `--rounds` times; the figures are medians over rounds.
 runs with its default limits; vLLM and the web server on cores of their own (`--layout
 pinned`), or everything on every core (`shared`).
 
+Besides the latencies it reports where the quiet organization's gateway time went (the
+gateway's Server-Timing phases, and the rest as "outside") and the CPU that vLLM and the web
+server got, alone and under the flood.
+
 On this benchmark's machine the clients must share a core with a server process; they share
 vLLM's and leave the web server's alone, as separate machines would. So that neither client's
 own CPU shows up as the platform's slowness: the flood comes from a process of its own (on the
