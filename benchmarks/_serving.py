@@ -18,6 +18,7 @@ from django.conf import settings
 
 from demo.base_model import embedded_base_model
 from demo.domain import generate, render_prompt
+from serving.gateway.server_timing import server_timing_parse
 from serving.vllm_process import VllmOptions, VllmProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ async def drive(send: Send, *, requests: int | None = None, seconds: float | Non
 def _note_phases(run: Run, header: str | None, latency_ms: float) -> None:
     if not header:
         return
-    phases = {name.strip(): float(ms) for name, _, ms in (entry.partition(";dur=") for entry in header.split(","))}
+    phases = server_timing_parse(header)
     for name, ms in {**phases, "outside": latency_ms - sum(phases.values())}.items():
         run.phases_ms.setdefault(name, []).append(ms)
 

@@ -33,6 +33,7 @@ with the web server's load on the other: the measuring loop stalled ~0.5 s at a 
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -41,6 +42,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -168,6 +170,16 @@ def flooded(url: str, quiet_key: str, flood_key: str, seconds: float, parts: lis
     return measured, flood
 
 
+@contextlib.contextmanager
+def cores_busy(pids: dict[str, int], *, into: dict[str, list[float]]) -> Iterator[None]:
+    """Appends to `into[name]` the cores each process kept busy over the block: CPU time over wall time."""
+    started, cpu = time.perf_counter(), {name: cpu_seconds(pid) for name, pid in pids.items()}
+    yield
+    wall = time.perf_counter() - started
+    for name, pid in pids.items():
+        into[name].append((cpu_seconds(pid) - cpu[name]) / wall)
+
+
 def _figures(runs: list[Run]) -> dict:
     return {f"p{q}_ms": round(statistics.median(run.percentile(q / 100) for run in runs), 1) for q in (50, 95, 99)} | {
         "requests": sum(len(run.latencies_ms) for run in runs), "errors": sum(run.errors for run in runs)}
@@ -204,17 +216,14 @@ def main() -> None:
         (_, quiet_key), (_, flood_key) = (org_create(name=name, owner_email=f"owner@{name}.example") for name in ("quiet", "flood"))
         asyncio.run(quiet(up.gateway_url, quiet_key, 5))  # warm-up: first requests compile
         alone, under, floods = {"gateway": [], "api": []}, {"gateway": [], "api": []}, []
-        web_busy, vllm_busy = {"alone": [], "under_flood": []}, {"alone": [], "under_flood": []}
+        pids = {"web_server": up.web_pid, "vllm": up.vllm_pid}
+        busy = {phase: {name: [] for name in pids} for phase in ("alone", "under_flood")}
         for _ in range(args.rounds):
-            cpu, vllm_cpu, started = cpu_seconds(up.web_pid), cpu_seconds(up.vllm_pid), time.perf_counter()
-            for part, run in asyncio.run(quiet(up.gateway_url, quiet_key, args.seconds)).items():
-                alone[part].append(run)
-            web_busy["alone"].append((cpu_seconds(up.web_pid) - cpu) / (time.perf_counter() - started))
-            vllm_busy["alone"].append((cpu_seconds(up.vllm_pid) - vllm_cpu) / (time.perf_counter() - started))
-            cpu, vllm_cpu, started = cpu_seconds(up.web_pid), cpu_seconds(up.vllm_pid), time.perf_counter()
-            measured, flood = flooded(up.gateway_url, quiet_key, flood_key, args.seconds, args.flood, args.flood_niceness)
-            web_busy["under_flood"].append((cpu_seconds(up.web_pid) - cpu) / (time.perf_counter() - started))
-            vllm_busy["under_flood"].append((cpu_seconds(up.vllm_pid) - vllm_cpu) / (time.perf_counter() - started))
+            with cores_busy(pids, into=busy["alone"]):
+                for part, run in asyncio.run(quiet(up.gateway_url, quiet_key, args.seconds)).items():
+                    alone[part].append(run)
+            with cores_busy(pids, into=busy["under_flood"]):
+                measured, flood = flooded(up.gateway_url, quiet_key, flood_key, args.seconds, args.flood, args.flood_niceness)
             for part, run in measured.items():
                 under[part].append(run)
             floods.append(flood)
@@ -227,10 +236,10 @@ def main() -> None:
                                     "p99_ratio": round(after["p99_ms"] / before["p99_ms"], 2)}
     # Where the quiet organization's gateway time went: the gateway's own phases, and what they do not cover.
     results["quiet_gateway_phases"] = {"alone": _phases(alone["gateway"]), "under_flood": _phases(under["gateway"])}
-    # The web server's CPU time over wall time: near 1.0, its one core is saturated.
-    results["web_server_cores_busy"] = {phase: round(statistics.median(shares), 2) for phase, shares in web_busy.items()}
-    # vLLM's, likewise: less under a flood that sends it nothing means the flood's client took its core.
-    results["vllm_cores_busy"] = {phase: round(statistics.median(shares), 2) for phase, shares in vllm_busy.items()}
+    # Each server's CPU time over wall time: the web server near 1.0 has its one core saturated;
+    # vLLM getting less under a flood that sends it nothing has had its cores taken.
+    for name in pids:
+        results[f"{name}_cores_busy"] = {phase: round(statistics.median(shares[name]), 2) for phase, shares in busy.items()}
     results["flood_statuses"] = {name: _merged(flood[name] for flood in floods) for name in floods[0]}
     results["setup"] = {"seconds": args.seconds, "rounds": args.rounds, "layout": args.layout, "flood": args.flood, "upstream_slots": args.upstream_slots or "default", "database": connection.vendor,
                         "vllm_niceness": args.vllm_niceness, "flood_niceness": args.flood_niceness,

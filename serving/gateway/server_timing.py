@@ -22,3 +22,8 @@ class ServerTiming:
 
     def header(self) -> dict[str, str]:
         return {"Server-Timing": ", ".join(f"{phase};dur={ms:.1f}" for phase, ms in self._spent.items())}
+
+
+def server_timing_parse(header: str) -> dict[str, float]:
+    """A Server-Timing header as written above: milliseconds per phase (for clients and benchmarks)."""
+    return {name.strip(): float(ms) for name, _, ms in (entry.partition(";dur=") for entry in header.split(","))}
