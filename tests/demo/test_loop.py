@@ -7,9 +7,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
+from demo import loop
 from demo.loop import RESULTS_FORMAT, ab_table, matrix_table, results_document, write_results
 from demo.traffic import OrgTraffic, wilson_interval
 from demo.traffic.stats import format_rate, latency_difference, rate_difference
@@ -95,6 +97,18 @@ def test_a_run_stopped_before_its_final_round_still_leaves_the_rounds_it_ran(tmp
 
     assert [r["label"] for r in document["rounds"]] == ["base model", "cycle 1 (canaries live)"]
     assert document["ab"] == []
+
+
+def test_every_round_rewrites_the_results_file_with_the_rounds_so_far(tmp_path, monkeypatch):
+    """What a run killed mid-cycle leaves: each round is on disk as soon as it ends."""
+    served = iter([traffic(14, 400), traffic(40, 300)])
+    monkeypatch.setattr(loop, "run_traffic", lambda **kwargs: {"acme": next(served)})
+    path, rounds = tmp_path / "results.json", []
+    for label in ("base model", "cycle 1 (canaries live)"):
+        loop.traffic_round("http://platform", [SimpleNamespace(name="acme")], label, requests=1, seed=0, rounds=rounds, results=path)
+        assert [r["label"] for r in json.loads(path.read_text())["rounds"]][-1] == label
+
+    assert len(json.loads(path.read_text())["rounds"]) == 2
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
