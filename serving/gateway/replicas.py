@@ -2,8 +2,10 @@
 
 A replica takes traffic only while it answers and holds every routed adapter. A watcher on
 the gateway's event loop asks each replica what it serves (GET /v1/models) every second. One
-that refuses the connection, or fails to answer twice running, leaves the rotation; so does one
-that refuses a request's connection. One that answers again, or turns out to lack a routed
+that refuses the connection, or fails to answer twice running while it answers no request
+either, leaves the rotation; so does one that refuses a request's connection. (A replica serving
+alone while another restarts can be too busy to answer a look in time, and is not dropped for
+that while its answers to requests still arrive.) One that answers again, or turns out to lack a routed
 adapter (it restarted between two looks), is given every routed adapter first and comes back
 only then. Requests go to the replica in rotation with the fewest of this process's requests in
 flight, replicas with as few taking turns (under light traffic all are idle, and a replica that
@@ -39,6 +41,7 @@ class Replica:
     in_flight: int = 0
     in_rotation: bool = False
     missed_looks: int = 0
+    answered: bool = False  # a request's answer arrived since the last look
     last_error: str = ""  # the kind of the last look's failure, so that it is logged once
 
     def leave(self, why: str) -> None:
@@ -89,12 +92,16 @@ class Rotation:
             served = await vllm_client.served_roots_on(self._session(), replica.url, timeout=LOOK_TIMEOUT_S)
         except (aiohttp.ClientError, asyncio.TimeoutError, vllm_client.VllmError, ValueError, KeyError) as error:
             refused = isinstance(error, aiohttp.ClientConnectorError)
-            replica.missed_looks = MISSED_LOOKS_TO_LEAVE if refused else replica.missed_looks + 1
+            if refused:
+                replica.missed_looks = MISSED_LOOKS_TO_LEAVE
+            elif not replica.answered:  # slow to answer a look, but serving: not missed
+                replica.missed_looks += 1
+            replica.answered = False
             if replica.missed_looks >= MISSED_LOOKS_TO_LEAVE:
                 replica.leave(f"it does not answer ({error!r})")
             replica.missed(error)
             return
-        replica.missed_looks, replica.last_error = 0, ""
+        replica.missed_looks, replica.answered, replica.last_error = 0, False, ""
         if routed is None:
             return
         missing = {name: path for name, path in routed.items() if served.get(name) != str(path)}

@@ -107,6 +107,7 @@ async def _send(body: dict, target: Target) -> tuple[Replica, aiohttp.ClientResp
             if isinstance(error, asyncio.TimeoutError):
                 raise UpstreamUnavailable(f"The model did not answer within {settings.SERVING_UPSTREAM_TIMEOUT_S} s.") from None
             raise
+        replica.answered = True
         return replica, response
     raise UpstreamUnavailable("No vLLM replica is ready right now; retry shortly.")
 
