@@ -5,6 +5,9 @@ audited, counted in the navigation until then)."""
 import pytest
 
 from serving import registry
+from serving.canary_rule import Arm, canary_decide
+from serving.policies import CanaryPolicy
+from serving.sequential import Moments
 from serving.models import AdapterVersion, Alert
 from tenants.models import AuditEvent, Role
 from tests.console.conftest import person
@@ -51,6 +54,49 @@ def test_the_gate_report_is_a_table_with_each_checks_figures(acme, acme_viewer):
     row = page.split("invalid_tool_call_rate</td>")[1].split("</tr>")[0]
     for figure in ("0.200", "0.010", "base", "[0.120, 0.260]", "0.020", "400", "fail"):
         assert figure in row, figure
+
+
+def test_a_guardrail_the_gates_could_not_show_safe_is_told_apart_from_one_shown_beyond(acme, acme_viewer):
+    undecided = {**CHECK, "name": "ask_rate_on_clear", "interval": [-0.01, 0.04], "sequential": {"state": "undecided"}}
+    cycle = cycle_of(acme.org, status=Cycle.Status.BLOCKED, gate_report={
+        "passed": False, "checks": [{**CHECK, "sequential": {"state": "beyond"}}, undecided], "seconds": 3.0,
+        "blocked_by": ["hacking/invalid_tool_call_rate", "hacking/ask_rate_on_clear"], "candidate": "acme@v1", "incumbent": "base"})
+    page = acme_viewer.client.get(f"/console/cycles/{cycle.pk}/").content.decode()
+    assert ">fail</span>" in page.split("invalid_tool_call_rate</td>")[1].split("</tr>")[0]
+    assert ">not shown safe</span>" in page.split("ask_rate_on_clear</td>")[1].split("</tr>")[0]
+
+
+def canary_page(org, client, candidate: Arm, incumbent: Arm, status=Cycle.Status.CANARY) -> str:
+    report = canary_decide(candidate, incumbent, policy=CanaryPolicy(), out_of_time=False)
+    cycle = cycle_of(org, status=status, canary_report=report.as_dict())
+    return client.get(f"/console/cycles/{cycle.pk}/").content.decode()
+
+
+def canary_check_row(page: str, name: str) -> str:
+    return page.split("canary-checks")[1].split(f"<td>{name}</td>")[1].split("</tr>")[0]
+
+
+def test_a_waiting_canary_shows_each_claims_evidence_against_its_boundary(acme, acme_viewer):
+    latency = Moments(200, 500.0, 100.0)
+    page = canary_page(acme.org, acme_viewer.client, Arm(200, 120, 10, latency), Arm(200, 100, 10, latency))
+    assert "Canary: wait" in page
+    persisted, dissatisfied = canary_check_row(page, "edit_persisted_rate"), canary_check_row(page, "dissatisfied_rate")
+    assert "<td>undecided</td>" in persisted and "better: " in persisted and "worse: " in persisted and " / 2.30" in persisted
+    assert "<td>undecided</td>" in dissatisfied and "within the margin: " in dissatisfied
+    assert 'class="claim reached"' not in persisted + dissatisfied
+
+
+def test_a_canary_says_which_claims_it_has_shown(acme, acme_viewer):
+    latency = Moments(2000, 500.0, 100.0)
+    page = canary_page(acme.org, acme_viewer.client, Arm(2000, 1400, 20, latency), Arm(2000, 600, 300, latency), Cycle.Status.PROMOTED)
+    assert "Canary: promote" in page
+    persisted = canary_check_row(page, "edit_persisted_rate")
+    assert "<td>shown better</td>" in persisted and 'class="claim reached">better: ' in persisted
+    assert "<td>shown within the margin</td>" in canary_check_row(page, "dissatisfied_rate")
+
+    page = canary_page(acme.org, acme_viewer.client, Arm(2000, 600, 300, latency), Arm(2000, 1400, 20, latency),
+                       Cycle.Status.ROLLED_BACK)
+    assert "Canary: roll_back" in page and "<td>shown worse</td>" in canary_check_row(page, "edit_persisted_rate")
 
 
 def test_the_schedule_says_when_the_next_cycle_is_due(acme, acme_viewer):

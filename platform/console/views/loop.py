@@ -13,6 +13,7 @@ from console.paging import page_of
 from serving import alerts, deployments, exports, registry
 from serving import selectors as serving_selectors
 from serving.models import AdapterVersion
+from serving.verdicts import UNDECIDED
 from tenants.errors import Conflict, Unavailable
 from tenants.models import Role
 from training import cycles, schedules
@@ -25,6 +26,37 @@ GATES = {  # a gate report's gates, as the cycle page heads their checks
     "global_suite": "The global suite: tool calls still valid and right",
     "hacking": "Reward-hacking detectors",
 }
+
+
+# A canary claim, as its check's row names it; "inferior" is the one that rolls back.
+CLAIMS = {"better": "better", "non_inferior": "within the margin", "inferior": "worse"}
+
+
+def gate_verdict(check: dict) -> str:
+    """A gate check's verdict as the cycle page says it: a guardrail that the gates could not
+    show within its tolerance at their last look is blocked without being shown beyond it."""
+    if check["passed"]:
+        return "pass"
+    return "not shown safe" if (check.get("sequential") or {}).get("state") == UNDECIDED else "fail"
+
+
+def canary_row(check: dict) -> dict:
+    """A canary check with what its sequential test has shown so far, and each claim's
+    evidence (its log-likelihood ratio against the boundary): why a canary still waits."""
+    tests = (check.get("sequential") or {}).get("tests")
+    if not tests:  # a report of the fixed-sample canary, before the sequential test
+        return {**check, "verdict": "within" if check["passed"] else "worse", "claims": []}
+    reached = {test["claim"] for test in tests if test["reached"]}
+    promoting = [test["claim"] for test in tests if test["claim"] != "inferior"]
+    if "inferior" in reached:
+        verdict = "shown worse"
+    elif promoting and reached.issuperset(promoting):
+        verdict = "shown " + " and ".join(CLAIMS.get(claim, claim) for claim in promoting)
+    else:
+        verdict = "undecided"
+    claims = [{"name": CLAIMS.get(test["claim"], test["claim"]), "statistic": test["log_likelihood_ratio"],
+               "boundary": test["boundary"], "reached": test["reached"]} for test in tests]
+    return {**check, "verdict": verdict, "claims": claims}
 
 
 class Cycles(Page):
@@ -56,9 +88,11 @@ class CycleDetail(Page):
         report = cycle.gate_report or {}
         return render(request, "console/cycle.html", {
             "cycle": cycle, "run": cycle.training_run, "live": cycle.status in Cycle.ACTIVE,
-            "checks": [{**check, "gate_title": GATES.get(check["gate"], check["gate"])} for check in report.get("checks", [])],
+            "checks": [{**check, "gate_title": GATES.get(check["gate"], check["gate"]), "verdict": gate_verdict(check)}
+                       for check in report.get("checks", [])],
             "blocked_by": report.get("blocked_by", []),
             "canary": cycle.canary_report, "training_figures": TRAINING_FIGURES,
+            "canary_checks": [canary_row(check) for check in (cycle.canary_report or {}).get("checks", [])],
         })
 
 
