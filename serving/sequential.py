@@ -103,8 +103,9 @@ class Claim:
         statistic = log_likelihood_ratio(estimate, null=self.null, tau=tau)
         boundary = math.log(1 / (2 * self.alpha))  # the one-sided side of a two-sided test at 2 alpha
         on_its_side = (estimate.value - self.null) * self.direction > 0
-        return {"claim": self.name, "null": self.null, "alpha": self.alpha, "log_likelihood_ratio": round(statistic, 4),
-                "boundary": round(boundary, 4), "reached": on_its_side and statistic >= boundary}
+        return {"claim": self.name, "null": self.null, "direction": self.direction, "alpha": self.alpha,
+                "log_likelihood_ratio": round(statistic, 4), "boundary": round(boundary, 4), "on_its_side": on_its_side,
+                "reached": on_its_side and statistic >= boundary}
 
 
 # Group sequential: Bonferroni over planned looks

@@ -54,8 +54,9 @@ def canary_row(check: dict) -> dict:
         verdict = "shown " + " and ".join(CLAIMS.get(claim, claim) for claim in promoting)
     else:
         verdict = "undecided"
-    claims = [{"name": CLAIMS.get(test["claim"], test["claim"]), "statistic": test["log_likelihood_ratio"],
-               "boundary": test["boundary"], "reached": test["reached"]} for test in tests]
+    # A ratio far from the null on the other side is large too, and says nothing for the claim.
+    claims = [{"name": CLAIMS.get(test["claim"], test["claim"]), "boundary": test["boundary"], "reached": test["reached"],
+               "statistic": test["log_likelihood_ratio"] if test.get("on_its_side", True) else None} for test in tests]
     return {**check, "verdict": verdict, "claims": claims}
 
 

@@ -1,6 +1,7 @@
 """The console's main paths in a real browser: getting in and out, throttled logins, a policy
 change seen through the API, an API key's whole life, what a viewer sees, another
-organization's ids, the organization switcher and the interactions' filters in place."""
+organization's ids, the organization switcher and the interactions' filters in place, and a
+cycle's page: its training plots and a waiting canary's evidence."""
 
 import io
 import json
@@ -10,8 +11,12 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import Page, expect
 
+from serving.canary_rule import Arm, canary_decide
+from serving.policies import CanaryPolicy
+from serving.sequential import Moments
 from tenants.models import Role
 from tenants.recording import task_create
+from training.models import Cycle, TrainingRun
 from tests.console.conftest import PASSWORD, person
 from tests.factories import make_tenant, served
 
@@ -226,3 +231,24 @@ def test_the_overview_plots_each_served_versions_hours(page: Page, live_server, 
     expect(page.locator("figure[data-figure=edit_persisted] canvas")).to_have_count(1)
     expect(page.locator("figure[data-figure=edit_persisted] .u-legend")).to_contain_text("acme@v1")
     screenshot("overview-plots")
+
+
+def test_a_cycle_page_labels_small_values_apart_and_shows_why_its_canary_waits(page: Page, live_server, screenshot):
+    acme = make_tenant("Acme")
+    per_step = {"step": [1, 2, 3, 4], "loss": [0.5, 0.4, 0.3, 0.2], "kl": [0.0, 0.0004, 0.0008, 0.0012], "clip_fraction": [0.0] * 4}
+    run = TrainingRun.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner",
+                                     status=TrainingRun.Status.SUCCEEDED, report={"steps": 4, "per_step": per_step})
+    latency = Moments(180, 500.0, 900.0)
+    report = canary_decide(Arm(180, 110, 12, latency), Arm(170, 90, 11, latency), policy=CanaryPolicy(), out_of_time=False)
+    cycle = Cycle.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner", training_run=run,
+                                 status=Cycle.Status.CANARY, canary_report=report.as_dict())
+    log_in(page, live_server.url, person(acme, Role.VIEWER).email)
+    page.goto(f"{live_server.url}/console/cycles/{cycle.pk}/")
+    expect(page.locator("#training-charts[data-drawn=true]")).to_have_count(1)
+    labels = page.evaluate("document.querySelector('figure[data-figure=kl]').uplot.axes[1]._values")
+    assert len(labels) >= 2 and len(set(labels)) == len(labels), labels  # uPlot's default read 0.0005 and 0.001 alike
+    persisted = page.get_by_role("row").filter(has_text="edit_persisted_rate")
+    expect(persisted).to_contain_text("undecided")
+    expect(persisted).to_contain_text("better: ")
+    expect(page.locator("table.canary-checks tr").filter(has_text="latency")).to_contain_text("worse: — / ")  # far on the other side
+    screenshot("cycle-canary-waiting")

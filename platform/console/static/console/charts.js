@@ -4,6 +4,15 @@
 // training run, one chart per figure with a point per optimizer step.
 const COLOURS = ["#5f6b7a", "#2459c8", "#147a4b", "#a15c00", "#8e3fb5", "#b42318", "#0f7c8c"];
 
+// A value axis's labels with as many decimals as the ticks' spacing needs: uPlot's default
+// rounds to three, so a KL of 0.0005 and 0.001 both read "0.001".
+function tickLabels(u, splits) {
+  const step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) : 1;
+  let decimals = 0;
+  while (decimals < 10 && Math.abs(step * 10 ** decimals - Math.round(step * 10 ** decimals)) > 1e-6) decimals++;
+  return splits.map((v) => v.toFixed(decimals));
+}
+
 function takeoverMarks(takeovers) {
   return {
     hooks: {
@@ -44,7 +53,7 @@ function draw(figure, data) {
   const width = Math.max(280, figure.clientWidth - 8);
   const chart = new uPlot({
     width, height: 220, series, plugins: [takeoverMarks(data.takeovers)],
-    axes: [{}, {label: unit, size: 60}],
+    axes: [{}, {label: unit, size: 60, values: tickLabels}],
     scales: {
       // A period either side of the data: a single point would otherwise span years.
       x: {time: true, auto: false, range: () => [data.times[0] - data.period_seconds, data.times[data.times.length - 1] + data.period_seconds]},
@@ -60,7 +69,7 @@ function drawSteps(figure, data) {
   const chart = new uPlot({
     width: Math.max(240, figure.clientWidth - 8), height: 180,
     series: [{label: "step"}, {label: data.figures[key].title, stroke: COLOURS[1], width: 2, points: {show: data.steps.length <= 60, size: 4}}],
-    axes: [{label: "optimizer step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]}, {label: unit, size: 60}],
+    axes: [{label: "optimizer step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]}, {label: unit, size: 60, values: tickLabels}],
     scales: {
       x: {time: false},
       // A share starts at 0; a flat line of zeros is drawn low rather than in the middle of nowhere.
@@ -80,7 +89,7 @@ function drawRuns(figure, data) {
     width: Math.max(280, figure.clientWidth - 8), height: 220,
     series: [{}, {label: "mean reward", stroke: COLOURS[2], width: 2, points: {show: true, size: 6},
                   value: (u, v, s, i) => (v == null ? "—" : `${v} (${runs.candidates[i] ?? "no candidate"}, ${runs.examples[i]} examples)`)}],
-    axes: [{}, {label: "reward", size: 60}],
+    axes: [{}, {label: "reward", size: 60, values: tickLabels}],
     scales: {x: {time: true, auto: false, range: () => [runs.times[0] - 600, runs.times[runs.times.length - 1] + 600]}},
   }, [runs.times, runs.mean_reward], figure);
   figure.uplot = chart;
