@@ -295,6 +295,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     else {}
 )
+if CELERY_BROKER_URL.startswith("filesystem"):
+    CELERY_BROKER_TRANSPORT = "controlplane.broker:Transport"  # kombu's, writing each message whole first
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # A task a worker took but did not finish (it died) goes back to the queue after this long;
     # longer than any task runs, so a slow task is not run twice. Training runs also have
