@@ -26,7 +26,9 @@ candidate's. The suite is sampled in passes, fresh draws at temperature 1, with 
 1, 2, 4, ... passes up to `max_suite_passes`: the gates stop at the first look where every
 guardrail is shown within or one is shown beyond, and past the last look a guardrail still
 undecided blocks. Each look's intervals are at level alpha / looks (Bonferroni), so over
-all the looks a candidate beyond a tolerance passes with probability at most alpha. Edit rate
+all the looks a candidate beyond a tolerance passes with probability at most alpha. A cycle
+takes its gates in turns of a pass or so (`new_passes`; training.cycles), so that no
+organization's candidate holds for long the queue that others' gates and the scheduler share. Edit rate
 and response length stay detectors, failing only a rise the sample shows: a better candidate
 may well edit more, or write longer code.
 """
@@ -41,7 +43,7 @@ from serving.overrides import policy_for, policy_update
 from serving.policies import Thresholds
 from serving.sequential import look_z
 from serving.statistics import auc, bootstrap_difference_interval
-from serving.suite_samples import global_suite, served_name, stored_passes, suite_verdicts
+from serving.suite_samples import global_suite, passes_stored, served_name, stored_passes, suite_verdicts
 from serving.verdicts import BEYOND, UNDECIDED, Check, Comparison, no_regression, no_rise, rate_comparison, relative_mean_comparison, within
 from tenants.holdout import held_out
 from tenants.models import FeedbackEvent, Interaction, Organization
@@ -81,12 +83,21 @@ Scorer = Callable[[AdapterVersion | None, list[tuple[list[int], list[int]]]], li
 
 
 def gates_evaluate(*, candidate: AdapterVersion, incumbent: AdapterVersion | None, score: Scorer,
-                   thresholds: Thresholds | None = None) -> GateReport:
-    """Run every gate of the candidate against the incumbent (None: the base model)."""
+                   thresholds: Thresholds | None = None, new_passes: int | None = None) -> GateReport | None:
+    """Run every gate of the candidate against the incumbent (None: the base model).
+
+    With `new_passes`, one turn of them: at most that many passes of the global suite are
+    sampled, and None says the looks need more; the next turn goes on from the passes stored.
+    The verdicts are those of one call, which looks the same way at the same passes. The tenant
+    suite is scored once, on the turn that decides the global suite."""
     started = time.monotonic()
     thresholds = thresholds or Thresholds()
     adapter_load_everywhere(candidate)  # sampled before it serves: loaded, not routed
-    suite_checks, sampling = global_suite_checks(url=replica_urls()[0], candidate=candidate, incumbent=incumbent, thresholds=thresholds)
+    decided = global_suite_checks(url=replica_urls()[0], candidate=candidate, incumbent=incumbent, thresholds=thresholds,
+                                  new_passes=new_passes)
+    if decided is None:
+        return None
+    suite_checks, sampling = decided
     checks = [tenant_suite_check(org=candidate.org, candidate=candidate, incumbent=incumbent, score=score, thresholds=thresholds),
               *suite_checks]
     return GateReport(passed=all(check.passed for check in checks), checks=checks, seconds=round(time.monotonic() - started, 2),
@@ -183,14 +194,23 @@ def suite_looks(max_passes: int) -> list[int]:
 
 
 def global_suite_checks(*, url: str, candidate: AdapterVersion, incumbent: AdapterVersion | None,
-                        thresholds: Thresholds) -> tuple[list[Check], dict]:
+                        thresholds: Thresholds, new_passes: int | None = None) -> tuple[list[Check], dict] | None:
     """The global suite's checks and the sampling that decided them: look after look, until
-    every guardrail is decided or the passes run out (module docstring)."""
+    every guardrail is decided or the passes run out (module docstring). With `new_passes`, at
+    most that many passes are sampled now: None when a look needs more (gates_evaluate)."""
     suite = global_suite()
+    models = [candidate, incumbent, None]
     looks = suite_looks(thresholds.max_suite_passes)
     z = look_z(alpha=thresholds.alpha, looks=len(looks))
     for look, passes in enumerate(looks, 1):
-        verdicts = suite_verdicts(url=url, suite=suite, models=[candidate, incumbent, None], passes=passes)
+        if new_passes is not None:
+            stored = passes_stored(suite=suite, models=models)
+            if passes - stored > new_passes:
+                if new_passes:
+                    suite_verdicts(url=url, suite=suite, models=models, passes=stored + new_passes)
+                return None
+            new_passes -= max(0, passes - stored)
+        verdicts = suite_verdicts(url=url, suite=suite, models=models, passes=passes)
         tallies = {model: _Tally.of(suite, verdicts[model]) for model in (candidate, incumbent, None)}
         checks = _suite_checks(tallies[candidate], tallies[incumbent], tallies[None], has_incumbent=incumbent is not None,
                                thresholds=thresholds, z=z)

@@ -14,6 +14,7 @@ with `items` (each with `messages` and `ambiguous`), `max_tokens`, and
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -61,6 +62,13 @@ def suite_verdicts(*, url: str, suite, models: Sequence[AdapterVersion | None], 
                                                    defaults={"adapter": model, "verdicts": values})
         stored[names[model]][sample_pass] = row.verdicts  # another gate run's, if it stored this pass first
     return {model: [stored[names[model]][p] for p in sorted(stored[names[model]])] for model in models}
+
+
+def passes_stored(*, suite, models: Sequence[AdapterVersion | None]) -> int:
+    """How many passes every one of `models` has stored (a model's are numbered 0, 1, ... in order)."""
+    names = {_result_name(model) for model in models}
+    counts = Counter(SuiteResult.objects.filter(suite=_suite_fingerprint(suite), model__in=names).values_list("model", flat=True))
+    return min(counts[name] for name in names)
 
 
 def stored_passes(*, suite, model: AdapterVersion | None) -> list[list[dict]]:

@@ -172,6 +172,25 @@ def test_a_candidate_the_first_pass_cannot_judge_is_sampled_again_and_every_pass
     assert models[first.name].calls == max(passes, again.sampling["passes"]) * items  # its stored passes serve again
 
 
+def test_gates_taken_in_turns_sample_a_pass_at_a_time_and_reach_the_verdict_of_one_call(acme, globex, scripted, tmp_path):
+    models, scores = scripted
+    in_turns, at_once = candidate_of(acme.org, tmp_path), candidate_of(globex.org, tmp_path)
+    models.update({"demo-base": Counting(seed=1), in_turns.name: Counting(seed=2), at_once.name: Counting(seed=2)})
+    items, thresholds = len(SmallSuite().items), Thresholds(max_suite_passes=4)
+
+    turns = 0
+    while (report := gates_evaluate(candidate=in_turns, incumbent=None, score=scorer(scores), thresholds=thresholds,
+                                    new_passes=1)) is None:
+        turns += 1
+        assert models[in_turns.name].calls == models["demo-base"].calls == turns * items  # one pass a turn
+    assert report.sampling["look"] > 1 and turns == report.sampling["passes"] - 1  # like the base: more than one look
+    whole = gates_evaluate(candidate=at_once, incumbent=None, score=scorer(scores), thresholds=thresholds)
+    assert report.sampling == {**whole.sampling, "samples": {in_turns.name: whole.sampling["samples"][at_once.name],
+                                                             "demo-base": whole.sampling["samples"]["demo-base"]}}
+    assert [(c.name, c.passed, c.interval, c.sequential) for c in report.checks] == \
+        [(c.name, c.passed, c.interval, c.sequential) for c in whole.checks]
+
+
 def test_a_guardrail_that_cannot_show_the_candidate_within_its_tolerance_blocks_it(acme, scripted, tmp_path):
     models, scores = scripted
     candidate = candidate_of(acme.org, tmp_path)

@@ -47,7 +47,7 @@ def gate_verdict(monkeypatch, *failed: tuple[str, str], then: tuple[tuple[str, s
     passing; with `then`, those fail from the second gate run on instead."""
     calls = []
 
-    def evaluate(*, candidate, incumbent, score, thresholds):
+    def evaluate(*, candidate, incumbent, score, thresholds, new_passes):
         calls.append(candidate.name)
         failing = failed if then is None or len(calls) == 1 else then
         checks = [Check(gate, name, 0.3, 0.1, (0.1, 0.3), 0.03, False, 200) for gate, name in failing]
@@ -183,7 +183,7 @@ def test_a_duplicate_gating_step_that_passes_after_another_blocked_the_candidate
     cycle = trained_cycle(acme.org)
     verdicts = []
 
-    def evaluate(*, candidate, incumbent, score, thresholds):
+    def evaluate(*, candidate, incumbent, score, thresholds, new_passes):
         verdicts.append(candidate.name)
         first = len(verdicts) == 1
         if first:
@@ -237,6 +237,28 @@ def test_a_candidate_that_broke_a_capability_guardrail_gets_half_its_step_gated_
     assert all(torch.allclose(half[name], 0.5 * trained[name] if ".lora_B." in name else trained[name]) for name in trained)
     assert acme.org.audit_events.get(action="cycle.shorter_step").target == shorter.name
     assert route_of(org=acme.org).canary == shorter
+
+
+def test_gates_that_need_more_than_a_turn_go_to_the_back_of_the_queue_and_end_as_one_call_would(acme, training, sent, replicas,
+                                                                                                   monkeypatch):
+    passed = gate_verdict(monkeypatch)
+    one_call = gates.gates_evaluate
+    turns = []
+
+    def in_turns(**kwargs):
+        turns.append(kwargs["new_passes"])
+        return None if len(turns) < 3 else one_call(**kwargs)
+
+    monkeypatch.setattr(gates, "gates_evaluate", in_turns)
+    cycle = trained_cycle(acme.org)
+    for turn in (1, 2):
+        sent.clear()
+        assert cycles.cycle_advance(str(cycle.pk)).status == Status.GATING
+        assert sent == [str(cycle.pk)]  # its next turn, behind what the queue holds now
+    assert cycles.cycle_advance(str(cycle.pk)).status == Status.CANARY
+    assert turns == [cycles.GATE_PASSES_PER_TURN] * 3 and len(passed) == 1
+    cycle.refresh_from_db()
+    assert cycle.gate_report["seconds"] == cycle.stage_seconds["gates"]  # every turn's time, not the last one's
 
 
 def test_a_shorter_step_is_tried_once(acme, training, sent, replicas, monkeypatch):
