@@ -26,11 +26,12 @@ candidate's. The suite is sampled in passes, fresh draws at temperature 1, with 
 1, 2, 4, ... passes up to `max_suite_passes`: the gates stop at the first look where every
 guardrail is shown within or one is shown beyond, and past the last look a guardrail still
 undecided blocks. Each look's intervals are at level alpha / looks (Bonferroni), so over
-all the looks a candidate beyond a tolerance passes with probability at most alpha. A cycle
-takes its gates in turns of a pass or so (`new_passes`; training.cycles), so that no
-organization's candidate holds for long the queue that others' gates and the scheduler share. Edit rate
+all the looks a candidate beyond a tolerance passes with probability at most alpha. Edit rate
 and response length stay detectors, failing only a rise the sample shows: a better candidate
 may well edit more, or write longer code.
+
+A cycle takes its gates in turns of a pass (`new_passes`; training.cycles), so that no
+organization's candidate holds for long the queue that the others' gates and the scheduler share.
 """
 
 import time
