@@ -29,10 +29,10 @@ def send_on_commit(task_name: str, object_id) -> None:
     transaction.on_commit(lambda: send(task_name, object_id))
 
 
-def send(task_name: str, object_id) -> None:
+def send(task_name: str, object_id, *more_args) -> None:
     """Best effort: the object is committed, and if the broker cannot take its task now, the
     scheduler's recovery sends it again later."""
     try:
-        current_app.send_task(task_name, args=[str(object_id)])
+        current_app.send_task(task_name, args=[str(object_id), *more_args])
     except Exception:
         log.exception("Could not send %s(%s) to the broker; it will be sent again", task_name, object_id)

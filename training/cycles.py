@@ -16,6 +16,7 @@ import logging
 import shutil
 import time
 from dataclasses import replace
+from functools import partial
 from datetime import timedelta
 
 from django.conf import settings
@@ -74,11 +75,14 @@ class StepUnavailable(Exception):
     task retries the step later (`cycle_give_up` once it stops trying)."""
 
 
-def cycle_advance(cycle_id: str) -> Cycle | None:
+def cycle_advance(cycle_id: str, turn: int | None = None) -> Cycle | None:
+    """Take the cycle's next step; `turn` is the gates' turn a message was sent for (None: the
+    next one, whichever it is)."""
     cycle = Cycle.objects.across_orgs().select_related("org", "candidate", "incumbent", "training_run").filter(pk=cycle_id).first()
     if cycle is None or cycle.status not in Cycle.ACTIVE:
         return cycle
-    step = {Status.QUEUED: _start_training, Status.RUNNING: _after_training, Status.GATING: _gate, Status.CANARY: _judge_canary}
+    step = {Status.QUEUED: _start_training, Status.RUNNING: _after_training, Status.GATING: partial(_gate, turn=turn),
+            Status.CANARY: _judge_canary}
     try:
         step[cycle.status](cycle)
     except (Unavailable, VllmError) as error:  # a replica restarting, overloaded, unreachable
@@ -126,7 +130,9 @@ def _after_training(cycle: Cycle) -> None:
 GATE_PASSES_PER_TURN = 1
 
 
-def _gate(cycle: Cycle) -> None:
+def _gate(cycle: Cycle, turn: int | None) -> None:
+    if turn is not None and turn != cycle.gate_turn:
+        return  # a duplicate of a turn already taken (the scheduler's nudge behind a long queue): one chain of turns goes on
     if _tainted_to_retrain(cycle.candidate):
         _fail(cycle, Status.GATING, _TAINTED.format(cycle.candidate.name))
         return
@@ -134,10 +140,12 @@ def _gate(cycle: Cycle) -> None:
     report = gates.gates_evaluate(candidate=cycle.candidate, incumbent=cycle.incumbent, score=score_completions,
                                   thresholds=gates.thresholds_for(cycle.org), new_passes=GATE_PASSES_PER_TURN)
     seconds = {**cycle.stage_seconds, "gates": round(cycle.stage_seconds.get("gates", 0) + time.monotonic() - started, 2)}
-    if report is None:  # its turn is over; the same candidate's next one, unless the cycle moved meanwhile
-        if Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=Status.GATING, candidate=cycle.candidate).update(
-                stage_seconds=seconds, updated_at=timezone.now()):
-            transactions.send(ADVANCE_TASK, cycle.pk)
+    if report is None:  # its turn is over; the same candidate's next one, unless the cycle moved or another took it
+        next_turn = cycle.gate_turn + 1
+        if Cycle.objects.for_org(cycle.org).filter(pk=cycle.pk, status=Status.GATING, candidate=cycle.candidate,
+                                                   gate_turn=cycle.gate_turn).update(
+                stage_seconds=seconds, gate_turn=next_turn, updated_at=timezone.now()):
+            transactions.send(ADVANCE_TASK, cycle.pk, next_turn)
         return
     report = replace(report, seconds=seconds["gates"])  # the cycle's gates, every turn of them
     if not report.passed and _shorter_step_worth_gating(cycle, report):

@@ -143,6 +143,7 @@ class Cycle(models.Model):
     canary_started_at = models.DateTimeField(null=True)
     error = models.TextField(blank=True)
     stage_seconds = models.JSONField(default=dict)  # train, gates, canary: wall time of each stage
+    gate_turn = models.PositiveIntegerField(default=0)  # the gates' turns taken so far: a duplicate turn's message is dropped
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True)

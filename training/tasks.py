@@ -19,11 +19,12 @@ STEP_RETRY_S = 30  # before the first retry; doubled before each next one
 
 
 @shared_task(acks_late=True, bind=True)
-def cycle_advance(self, cycle_id: str) -> None:
-    """One step of a cycle; a step already taken is not taken again. A step whose model server
-    did not answer is retried with backoff, then the cycle fails with the reason."""
+def cycle_advance(self, cycle_id: str, turn: int | None = None) -> None:
+    """One step of a cycle (for the gates, the turn it was sent for); a step already taken is
+    not taken again. A step whose model server did not answer is retried with backoff, then the
+    cycle fails with the reason."""
     try:
-        cycles.cycle_advance(cycle_id)
+        cycles.cycle_advance(cycle_id, turn)
     except cycles.StepUnavailable as error:
         if self.request.retries >= STEP_RETRIES:
             cycles.cycle_give_up(cycle_id, f"{error} (tried {STEP_RETRIES + 1} times)")

@@ -29,7 +29,7 @@ def sent(monkeypatch) -> list[str]:
     """The ids of the runs and cycles whose task was sent to the broker (here: remembered, not
     sent; a test runs them when it wants)."""
     sent = []
-    monkeypatch.setattr(transactions, "send", lambda task, object_id: sent.append(str(object_id)))
+    monkeypatch.setattr(transactions, "send", lambda task, object_id, *more_args: sent.append(str(object_id)))
     return sent
 
 

@@ -23,6 +23,7 @@ from serving.models import AdapterVersion, Alert
 from serving.registry import route_of
 from serving.verdicts import Check
 from serving.vllm_client import VllmError
+from tenants import transactions
 from tenants.feedback import FeedbackIn, feedback_ingest
 from tenants.recording import InteractionContent, interaction_record
 from tests.factories import make_tenant, rated
@@ -259,6 +260,26 @@ def test_gates_that_need_more_than_a_turn_go_to_the_back_of_the_queue_and_end_as
     assert turns == [cycles.GATE_PASSES_PER_TURN] * 3 and len(passed) == 1
     cycle.refresh_from_db()
     assert cycle.gate_report["seconds"] == cycle.stage_seconds["gates"]  # every turn's time, not the last one's
+
+
+def test_a_turn_sent_again_behind_a_long_queue_joins_the_chain_of_turns_rather_than_starting_a_second(
+        acme, training, replicas, monkeypatch):
+    turns = []
+    monkeypatch.setattr(gates, "gates_evaluate", lambda **kwargs: turns.append(kwargs["new_passes"]))  # never decides
+    queue = []  # the default queue, first in first out: (cycle id, the turn its message was sent for)
+    monkeypatch.setattr(transactions, "send", lambda task, object_id, turn=None: queue.append((str(object_id), turn)))
+    cycle = trained_cycle(acme.org)
+    queue.clear()
+    cycles.cycle_advance(str(cycle.pk))  # the first turn
+    assert queue == [(str(cycle.pk), 1)]
+    # the next turn waits past TRAINING_REQUEUE_S behind other organizations' work: the nudge sends the cycle again
+    assert cycles.cycles_nudge(now=timezone.now() + timedelta(hours=1)) == [str(cycle.pk)]
+    for _ in range(6):
+        cycles.cycle_advance(*queue.pop(0))
+
+    assert len(queue) == 1  # one chain of turns goes on, not two
+    cycle.refresh_from_db()
+    assert len(turns) == cycle.gate_turn and queue == [(str(cycle.pk), cycle.gate_turn)]
 
 
 def test_a_shorter_step_is_tried_once(acme, training, sent, replicas, monkeypatch):
