@@ -16,8 +16,8 @@ import logging
 import shutil
 import time
 from dataclasses import replace
-from functools import partial
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
