@@ -35,6 +35,8 @@ WAIT, PROMOTE, ROLL_BACK = "wait", "promote", "roll_back"
 # The mixture's scale: the size of difference each test is most sensitive to. Rates move by
 # points to tens of points between adapter versions; latency by a tenth or two of its mean.
 RATE_TAU, LATENCY_TAU = 0.1, 0.2
+# where a difference can lie at all: the normal confidence sequence knows nothing of it
+RATE_BOUNDS, RELATIVE_MEAN_BOUNDS = (-1.0, 1.0), (-1.0, float("inf"))
 
 
 @dataclass(frozen=True)
@@ -102,15 +104,16 @@ def _checks(c: Arm, i: Arm, policy: CanaryPolicy, repairing: bool) -> list[Check
         latency = relative_mean_difference(c.latency, i.latency)
         checks.append(_check("latency", c.latency.mean, i.latency.mean, latency, LATENCY_TAU, policy,
                              [Claim("non_inferior", policy.latency, -1, policy.alpha), Claim("inferior", policy.latency, +1, back)],
-                             c, i, note="mean ms; the difference relative to the incumbent's mean"))
+                             c, i, note="mean ms; the difference relative to the incumbent's mean", bounds=RELATIVE_MEAN_BOUNDS))
     return checks
 
 
 def _check(name: str, candidate: float, reference: float, estimate: Estimate, tau: float, policy: CanaryPolicy,
-           claims: list[Claim], c: Arm, i: Arm, note: str = "") -> Check:
+           claims: list[Claim], c: Arm, i: Arm, note: str = "", bounds: tuple[float, float] = RATE_BOUNDS) -> Check:
     tests = [claim.test(estimate, tau=tau) for claim in claims]
     margin = next(claim.null for claim in claims if claim.name == "inferior")
-    interval = confidence_sequence(estimate, alpha=2 * policy.alpha, tau=tau)  # each end a one-sided claim at alpha
+    low, high = confidence_sequence(estimate, alpha=2 * policy.alpha, tau=tau)  # each end a one-sided claim at alpha
+    interval = max(low, bounds[0]), min(high, bounds[1])
     sequential = {"samples": {"candidate": c.interactions, "incumbent": i.interactions}, "estimate": round(estimate.value, 4),
                   "tau": tau, "tests": tests}
     inferior = any(test["reached"] for test in tests if test["claim"] == "inferior")

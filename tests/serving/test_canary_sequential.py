@@ -55,3 +55,18 @@ def test_a_candidate_replacing_a_tainted_version_needs_to_be_as_good_not_better(
     assert canary_decide(*same, policy=CanaryPolicy(), out_of_time=False, repairing=True).decision == PROMOTE
     worse = arm(1500), arm(3000)
     assert canary_decide(*worse, policy=CanaryPolicy(), out_of_time=False, repairing=True).decision == ROLL_BACK
+
+
+def test_a_canary_reports_no_change_beyond_what_its_figure_allows():
+    """A rate can change by one at most, a mean fall by no more than all of it: the confidence
+    sequence, a normal approximation, knows neither."""
+    from serving.canary_rule import Arm, canary_decide
+    from serving.sequential import Moments
+
+    all_of_them = Arm(interactions=8, persisted=8, dissatisfied=0, latency=Moments(n=8, mean=10.0, variance=400.0))
+    none_of_them = Arm(interactions=8, persisted=0, dissatisfied=8, latency=Moments(n=8, mean=5000.0, variance=1.0))
+    report = canary_decide(all_of_them, none_of_them, policy=CanaryPolicy(), out_of_time=False)
+    intervals = {check.name: check.interval for check in report.checks}
+    assert intervals["edit_persisted_rate"][1] == 1.0 and intervals["dissatisfied_rate"][0] == -1.0
+    assert intervals["latency"][0] == -1.0
+    assert all(-1.0 <= low <= high <= 1.0 for name, (low, high) in intervals.items() if name != "latency")
