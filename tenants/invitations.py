@@ -75,7 +75,7 @@ class Pending:
     """An invitation that can still be used, and what it lets its holder do."""
 
     invitation: Invitation
-    may_set_password: bool  # else: the person has a password that another organization relies on
+    may_set_password: bool  # else: the person's account reaches organizations other than this link's
 
 
 def invitation_pending(*, token: str) -> Pending:
@@ -86,10 +86,12 @@ def invitation_pending(*, token: str) -> Pending:
     if invitation is None:
         raise NotFound("This invitation link is not valid: it was used, it expired, or a newer one replaced it. "
                        "Ask an admin of your organization for a new one.")
-    user = invitation.membership.user
-    elsewhere = Membership.objects.across_orgs().filter(user=user).exclude(org=invitation.org).exists()
-    may_set = not user.has_usable_password() or not elsewhere or invitation.created_by == OPERATOR
-    return Pending(invitation=invitation, may_set_password=may_set)
+    # The link is handed to whoever invited, so setting a password through it is deciding the
+    # account: allowed only where that reaches no other organization, with or without a password
+    # there yet (else one organization's admin could enter another as its owner).
+    elsewhere = (Membership.objects.across_orgs().filter(user=invitation.membership.user)
+                 .exclude(org=invitation.org).exists())
+    return Pending(invitation=invitation, may_set_password=not elsewhere or invitation.created_by == OPERATOR)
 
 
 def invitation_accept(*, token: str, password: str) -> Membership:
@@ -99,8 +101,8 @@ def invitation_accept(*, token: str, password: str) -> Membership:
         pending = invitation_pending(token=token)
         invitation = pending.invitation
         if not pending.may_set_password:
-            raise Conflict("You already have a password, which other organizations rely on: log in with it. "
-                           "If you forgot it, ask the platform's operator for a new link.")
+            raise Conflict("Your account belongs to other organizations too, so a link from one of them cannot set its "
+                           "password: log in with the one you have, or ask the platform's operator for a link.")
         user = invitation.membership.user
         try:
             validate_password(password, user)

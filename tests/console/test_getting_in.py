@@ -104,10 +104,27 @@ def test_an_admin_of_one_organization_cannot_reset_a_password_another_relies_on(
     page = globex_admin.client.post(f"/console/members/{member.public_id}/invitation/")
     link = page.content.decode().split('id="invitation-url">')[1].split("<")[0]
     landing = Client().get(path_of(link))
-    assert b"You already have a password" in landing.content and b"Set password" not in landing.content
+    assert b"belongs to other organizations too" in landing.content and b"Set password" not in landing.content
     _, refused = accept(link)
     assert refused.status_code == 302 and refused["Location"] == "/console/login/"
     assert Client().post("/console/login/", {"username": shared.email, "password": PASSWORD}).status_code == 302
+
+
+def test_an_admin_of_one_organization_cannot_take_over_an_owner_who_never_set_a_password(acme, globex):
+    """create_org's owner has no password until someone sets one: a link of another
+    organization that added them must not be the one that does."""
+    owner = Membership.objects.for_org(acme.org).get(role=Role.OWNER).user
+    assert not owner.has_usable_password()
+    added = globex.client_with_role(Role.ADMIN).post("/api/v1/members", {"email": owner.email, "role": "viewer"}, format="json")
+    link = added.json()["invitation_url"]
+    assert b"Set password" not in Client().get(path_of(link)).content
+    browser, refused = accept(link)
+    assert refused.status_code == 302 and refused["Location"] == "/console/login/"
+    owner.refresh_from_db()
+    assert not owner.has_usable_password()
+    assert browser.get("/api/v1/organization").status_code in (401, 403)
+    _, accepted = accept(invite(acme.org, owner.email))  # the operator's link still does
+    assert accepted.status_code == 302 and accepted["Location"] == "/console/"
 
 
 def test_failed_logins_are_throttled_per_account_and_per_address(acme, acme_admin, settings):
