@@ -95,6 +95,9 @@ class TrafficLimits(models.Model):
     requests_per_minute = models.PositiveIntegerField(null=True)
     tokens_per_minute = models.PositiveIntegerField(null=True)  # prompt + completion tokens
     max_concurrent = models.PositiveIntegerField(null=True)  # requests in flight at once
+    # What the platform's operator granted above the deployment's defaults, by setting: the most
+    # the organization's own admins may set (serving/traffic.py).
+    granted = models.JSONField(default=dict)
 
     objects = TenantManager()
 

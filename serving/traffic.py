@@ -10,7 +10,7 @@ from serving.policies import Limits
 from tenants.audit import audit_record
 from tenants.locking import OrgRows
 from tenants.models import Organization
-from tenants.ranges import known_changes, settings_of
+from tenants.ranges import PolicyError, known_changes, settings_of
 
 
 def traffic_limits_for(*, org: Organization) -> Limits:
@@ -23,9 +23,13 @@ def traffic_limits_for(*, org: Organization) -> Limits:
 _limit_rows = OrgRows(lambda org_id: TrafficLimits.objects.for_org(org_id).values_list(*settings_of(Limits)))
 
 
-def traffic_limits_update(*, org: Organization, changes, actor: str) -> Limits:
+def traffic_limits_update(*, org: Organization, changes, actor: str, grant: bool = False) -> Limits:
     """Set the named limits (null: back to the default), or refuse them all, naming each bad
-    one (PolicyError); audited. The gateway applies a change within a second."""
+    one (PolicyError); audited. The gateway applies a change within a second.
+
+    An organization's admins may lower a limit, and raise it again up to the deployment's default
+    or what the operator granted; more is the operator's to give (`grant`, `manage.py
+    traffic_limits`), since a limit is also every other organization's protection."""
     known_changes(Limits, changes)
     with transaction.atomic():
         row, _ = TrafficLimits.objects.for_org(org).select_for_update().get_or_create(org=org)
@@ -33,10 +37,27 @@ def traffic_limits_update(*, org: Organization, changes, actor: str) -> Limits:
         for name, value in changes.items():
             setattr(row, name, value)
         limits = _limits(row)  # refuses a value out of range before anything is saved
-        if _own(row) != before:
+        if grant:
+            row.granted = {name: value for name, value in (row.granted | changes).items()
+                           if value is not None and value > settings.GATEWAY_LIMITS[name]}
+        else:
+            _refuse_beyond_grant(row, changes)
+        if _own(row) != before or grant:
             row.save()
-            audit_record(org=org, actor=actor, action="traffic_limits.update", before=before, after=_own(row))
+            audit_record(org=org, actor=actor, action="traffic_limits.grant" if grant else "traffic_limits.update",
+                         before=before, after=_own(row))
     return limits
+
+
+def _refuse_beyond_grant(row: TrafficLimits, changes: dict) -> None:
+    problems = {}
+    for name, value in changes.items():
+        most = row.granted.get(name, settings.GATEWAY_LIMITS[name])
+        if value is not None and value > most:
+            problems[name] = (f"{name} may be at most {most:,} for this organization (the platform's default or what its "
+                              f"operator granted); ask the operator for more.")
+    if problems:
+        raise PolicyError(problems)
 
 
 def _own(row: TrafficLimits) -> dict:

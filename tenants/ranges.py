@@ -67,7 +67,8 @@ class Setting:
     def _number_within(self, value, kind: type) -> bool:
         if isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float)):
             return False
-        return math.isfinite(value) and self.low <= value <= self.high
+        # an int is compared as it is: math.isfinite would overflow on one past a float's range
+        return (isinstance(value, int) or math.isfinite(value)) and self.low <= value <= self.high
 
 
 def not_a_setting(**kwargs):

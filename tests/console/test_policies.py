@@ -2,7 +2,11 @@
 field, zero retention confirmed before it purges, every change audited, the reward spec's
 versions with what changed, and traffic limits' API twin."""
 
+import io
+import json
+
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from console.views.policies import POLICIES
@@ -121,3 +125,27 @@ def test_the_consoles_traffic_limits_are_what_the_gateway_reads(acme, acme_admin
     page = acme_admin.client.get("/console/policies/traffic-limits/")
     acme_admin.client.post("/console/policies/traffic-limits/", {**form_of(page), "requests_per_minute": 0})
     assert traffic_limits_for(org=acme.org).requests_per_minute == 0  # suspended (serving/gateway/views.py reads it)
+
+
+def test_an_organizations_admins_may_lower_its_gateway_limits_but_only_the_operator_raise_them(acme, settings):
+    """A limit is every other organization's protection too: above the deployment's default only
+    what the platform's operator granted."""
+    most = settings.GATEWAY_LIMITS["max_concurrent"]
+    refused = acme.client.put("/api/v1/traffic-limits", {"max_concurrent": most + 1, "requests_per_minute": 1}, format="json")
+    assert refused.status_code == 400 and set(refused.json()["error"]["details"]) == {"max_concurrent"}
+    assert traffic_limits_for(org=acme.org).requests_per_minute == settings.GATEWAY_LIMITS["requests_per_minute"]  # nothing stored
+    out = io.StringIO()
+    call_command("traffic_limits", org=acme.org.slug, max_concurrent=most * 4, stdout=out)
+    assert json.loads(out.getvalue())["max_concurrent"] == most * 4
+    assert acme.client.put("/api/v1/traffic-limits", {"max_concurrent": 2}, format="json").status_code == 200
+    assert acme.client.put("/api/v1/traffic-limits", {"max_concurrent": most * 4}, format="json").status_code == 200  # granted
+    assert acme.client.put("/api/v1/traffic-limits", {"max_concurrent": most * 4 + 1}, format="json").status_code == 400
+    call_command("traffic_limits", org=acme.org.slug, max_concurrent="default", stdout=io.StringIO())
+    assert acme.client.put("/api/v1/traffic-limits", {"max_concurrent": most * 4}, format="json").status_code == 400
+    actions = list(AuditEvent.objects.for_org(acme.org).filter(action__startswith="traffic_limits.").values_list("action", flat=True))
+    assert actions.count("traffic_limits.grant") == 2 and actions.count("traffic_limits.update") == 2
+
+
+def test_a_limit_past_any_number_is_named_not_a_server_error(acme):
+    response = acme.client.put("/api/v1/traffic-limits", {"max_concurrent": 10**400}, format="json")
+    assert response.status_code == 400 and "max_concurrent" in response.json()["error"]["details"]
