@@ -1,6 +1,7 @@
 """What every part of the tenant API shares: cursor pages, list views, the policy view, input
 validation and the documented errors."""
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
@@ -26,14 +27,25 @@ class Page(CursorPagination):
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)
-        if raw is not None and not (raw.isdigit() and 0 < int(raw)):
+        if raw is not None and not (raw.isascii() and raw.isdigit() and 0 < int(raw)):  # "²" is a digit to isdigit
             raise ValidationError({"limit": [f"A whole number from 1 to {self.max_page_size}, not {raw!r}."]})
         return super().get_page_size(request)
 
+    def paginate_queryset(self, queryset, request, view=None):
+        self.model = queryset.model  # what a cursor's position is read as
+        return super().paginate_queryset(queryset, request, view)
+
     def decode_cursor(self, request):
         try:
-            return super().decode_cursor(request)
-        except NotFound:  # DRF's answer to a cursor it cannot read; the request is what is wrong
+            cursor = super().decode_cursor(request)
+            # The position goes into the query as it came: one its field cannot read would fail
+            # the query (a 500), and a NUL would fail it on PostgreSQL.
+            if cursor is not None and cursor.position is not None:
+                if "\x00" in cursor.position:
+                    raise NotFound
+                self.model._meta.get_field(self.ordering[0].lstrip("-")).to_python(cursor.position)
+            return cursor
+        except (NotFound, DjangoValidationError):  # DRF's answer to a cursor it cannot read; the request is what is wrong
             raise ValidationError({"cursor": ["Not a cursor this API gave out: use `next` or `previous` as given."]}) from None
 
 

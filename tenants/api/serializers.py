@@ -174,6 +174,7 @@ PrivacyPolicyChangeSerializer = policy_serializer("PrivacyPolicyChange", Privacy
 # Recording -----------------------------------------------------------------------------------
 
 MAX_TEXT = 200_000
+MAX_LATENCY_MS = 86_400_000
 
 
 @extend_schema_field({"oneOf": [
@@ -225,7 +226,8 @@ class InteractionCreateSerializer(StrictSerializer):
     completion = Text(allow_blank=True, max_length=MAX_TEXT, trim_whitespace=False)
     adapter = Text(allow_null=True, required=False, max_length=100, help_text="The adapter version that served it, or null for the base model.")
     task_id = serializers.UUIDField(required=False, allow_null=True, help_text="The background task this interaction belongs to.")
-    latency_ms = Number(required=False, allow_null=True, min_value=0)
+    # a day at most: the console averages latencies, and near a float's limit their sum is infinite
+    latency_ms = Number(required=False, allow_null=True, min_value=0, max_value=MAX_LATENCY_MS)
 
 
 class InteractionFilterSerializer(StrictSerializer):
