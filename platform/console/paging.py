@@ -6,7 +6,7 @@ import base64
 import json
 from dataclasses import dataclass
 
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
 
@@ -19,29 +19,30 @@ class CursorPage:
     next_cursor: str | None
 
 
-def page_of(rows: QuerySet, *, by: str, cursor: str | None) -> CursorPage:
-    """One page of `rows` by `by` (a time field) descending, after `cursor`; a cursor this
-    console did not give out is a 400 (SuspiciousOperation)."""
+def page_of(rows: QuerySet, *, by: str, cursor: str | None, tiebreak: str = "pk") -> CursorPage:
+    """One page of `rows` by `by` (a time field) descending, then by `tiebreak` (a field no two
+    rows share; where the pk counts every tenant's rows, a random one), after `cursor`; a
+    cursor this console did not give out is a 400 (SuspiciousOperation)."""
     size = PAGE_SIZE
-    rows = rows.order_by(f"-{by}", "-pk")
+    rows = rows.order_by(f"-{by}", f"-{tiebreak}")
     if cursor:
-        at, pk = _decoded(cursor)
-        rows = rows.filter(Q(**{f"{by}__lt": at}) | Q(**{by: at, "pk__lt": pk}))
+        at, key = _decoded(cursor, rows.model._meta.get_field(tiebreak) if tiebreak != "pk" else rows.model._meta.pk)
+        rows = rows.filter(Q(**{f"{by}__lt": at}) | Q(**{by: at, f"{tiebreak}__lt": key}))
     found = list(rows[:size + 1])
     last = found[size - 1] if len(found) > size else None
-    return CursorPage(rows=found[:size], next_cursor=_encoded(getattr(last, by), last.pk) if last else None)
+    return CursorPage(rows=found[:size], next_cursor=_encoded(getattr(last, by), getattr(last, tiebreak)) if last else None)
 
 
-def _encoded(at, pk) -> str:
-    return base64.urlsafe_b64encode(json.dumps([at.isoformat(), str(pk)]).encode()).decode()
+def _encoded(at, key) -> str:
+    return base64.urlsafe_b64encode(json.dumps([at.isoformat(), str(key)]).encode()).decode()
 
 
-def _decoded(cursor: str):
+def _decoded(cursor: str, key_field):
     try:
-        at, pk = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        at, key = json.loads(base64.urlsafe_b64decode(cursor.encode()))
         moment = parse_datetime(at)
-        if moment is None or not isinstance(pk, str):
+        if moment is None or not isinstance(key, str):
             raise ValueError
-        return moment, pk
-    except (ValueError, TypeError, UnicodeError):
+        return moment, key_field.to_python(key)  # else the query fails on it: a 500
+    except (ValueError, TypeError, UnicodeError, ValidationError):
         raise SuspiciousOperation("Not a cursor this console gave out: use the page links.") from None

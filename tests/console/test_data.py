@@ -2,6 +2,12 @@
 stored), one interaction with its feedback, erasure, background tasks, the audit log, the
 export link, and deleting the organization."""
 
+import base64
+import json
+import uuid
+
+from django.utils import timezone
+
 from console import paging
 from tenants.models import AuditEvent, Interaction, Organization
 from tenants.recording import task_create
@@ -52,6 +58,26 @@ def test_a_cursor_the_console_did_not_give_is_400(acme_viewer):
     for cursor in ("garbage", "W10=", "WyJ4IiwgMV0="):
         assert acme_viewer.client.get("/console/interactions/", {"cursor": cursor}).status_code == 400
         assert acme_viewer.client.get("/console/audit-log/", {"cursor": cursor}).status_code == 400
+
+
+def test_a_cursor_whose_id_its_list_cannot_read_is_400_on_every_list(acme_viewer):
+    """The id goes into the page's query: one its field cannot read failed the query."""
+    cursor = paging._encoded(timezone.now(), "not-an-id")
+    for page in ("/console/interactions/", "/console/tasks/", "/console/cycles/", "/console/audit-log/"):
+        assert acme_viewer.client.get(page, {"cursor": cursor}).status_code == 400, page
+
+
+def test_the_audit_logs_pages_tell_nothing_of_how_many_events_other_organizations_have(acme, globex, acme_viewer):
+    """Its pk is one sequence for every organization: two cursors of it, a few minutes apart,
+    would count everyone else's audited changes."""
+    for number in range(paging.PAGE_SIZE + 5):
+        AuditEvent.objects.create(org=acme.org, actor="test", action=f"test.{number}")
+    first = acme_viewer.client.get("/console/audit-log/").context
+    _, key = json.loads(base64.urlsafe_b64decode(first["next_cursor"]))
+    assert not key.isdigit() and uuid.UUID(key)
+    second = acme_viewer.client.get("/console/audit-log/", {"cursor": first["next_cursor"]}).context
+    shown = [row.pk for row in first["rows"]] + [row.pk for row in second["rows"]]
+    assert len(shown) == len(set(shown)) == AuditEvent.objects.for_org(acme.org).count()
 
 
 def test_one_interaction_shows_its_content_and_feedback(acme_viewer, acme_interaction):

@@ -153,7 +153,8 @@ class TaskDetail(Page):
 
 class AuditLog(Page):
     def get(self, request):
-        page = page_of(selectors.audit_events_list(org=request.principal.org), by="at", cursor=request.GET.get("cursor"))
+        page = page_of(selectors.audit_events_list(org=request.principal.org), by="at", cursor=request.GET.get("cursor"),
+                       tiebreak="public_id")  # its pk counts every organization's events
         return render(request, "console/audit_log.html", {"rows": page.rows, "next_cursor": page.next_cursor, "paged": "cursor" in request.GET})
 
 
