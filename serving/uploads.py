@@ -96,9 +96,9 @@ def _checked_members(tar: tarfile.TarFile) -> list[tuple[tarfile.TarInfo, str]]:
     """Each regular file with its name inside the adapter's folder: all at the archive's top,
     or all in one folder."""
     files = []
-    for info in tar:
-        if len(files) >= MAX_MEMBERS:
-            raise ArchiveRefused("unexpected_file", f"The archive holds more than {MAX_MEMBERS} files.")
+    for entries, info in enumerate(tar):  # folders counted too: else 100,000 of them were read, and kept, for free
+        if entries >= MAX_MEMBERS:
+            raise ArchiveRefused("unexpected_file", f"The archive holds more than {MAX_MEMBERS} files and folders.")
         path = PurePosixPath(info.name)
         if info.name.startswith("/") or "\\" in info.name or ".." in path.parts:
             raise ArchiveRefused("path_outside_archive", f"{info.name}: a path outside the archive.")
@@ -203,7 +203,7 @@ def _safetensors_header(path: Path, code: str) -> dict[str, dict]:
             raise ArchiveRefused(code, f"{path.name} is not a safetensors file.")
         try:
             header = json.loads(stream.read(length))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise ArchiveRefused(code, f"{path.name} has an unreadable safetensors header.") from None
     if not isinstance(header, dict):
         raise ArchiveRefused(code, f"{path.name} has an unreadable safetensors header.")
@@ -221,6 +221,8 @@ def _json(path: Path, code: str) -> dict:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
         raise ArchiveRefused(code, f"{path.name} is not valid JSON: {error}.") from None
+    except RecursionError:
+        raise ArchiveRefused(code, f"{path.name} is nested too deeply.") from None
     if not isinstance(value, dict):
         raise ArchiveRefused(code, f"{path.name} is not a JSON object.")
     return value

@@ -94,6 +94,9 @@ def org_delete(*, org: Organization, confirm_slug: str) -> None:
 
 def user_for_email(email: str):
     User = get_user_model()
+    most = User._meta.get_field("username").max_length  # the account's key is its email
+    if len(email) > most:
+        raise InvalidInput(f"An email address here may have at most {most} characters.", details={"email": f"At most {most} characters."})
     user, created = User.objects.get_or_create(username=email, defaults={"email": email})
     if created:
         user.set_unusable_password()

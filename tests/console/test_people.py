@@ -20,6 +20,8 @@ def test_a_bad_email_and_an_existing_member_are_named_next_to_the_field(acme_adm
     assert bad.status_code == 200 and b"Enter a valid email address" in bad.content
     again = acme_admin.client.post("/console/members/", {"email": acme_viewer.email, "role": "admin"})
     assert b"already a member" in again.content
+    long = acme_admin.client.post("/console/members/", {"email": "a" * 140 + "@example.com", "role": "viewer"})
+    assert long.status_code == 200 and b"150 characters" in long.content
 
 
 def test_an_admin_cannot_grant_owner_or_touch_an_owner(acme, acme_admin, acme_owner, acme_viewer):

@@ -7,6 +7,7 @@ in test_adapter_archives_vllm.py.
 
 import io
 import json
+import struct
 import tarfile
 from pathlib import Path
 
@@ -51,9 +52,13 @@ def members(archive: bytes) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
 
 
-def tar_gz(files: dict[str, bytes], *, links: dict[str, str] | None = None) -> bytes:
+def tar_gz(files: dict[str, bytes], *, links: dict[str, str] | None = None, folders: int = 0) -> bytes:
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for number in range(folders):
+            info = tarfile.TarInfo(f"folder-{number}")
+            info.type = tarfile.DIRTYPE
+            tar.addfile(info)
         for name, content in files.items():
             info = tarfile.TarInfo(name)
             info.size = len(content)
@@ -114,6 +119,13 @@ def test_downloads_are_for_admins_and_this_organizations_versions_only(acme, ver
     assert viewer.get(f"{URL}/{version.name}/download").status_code == 403
     assert globex.client.get(f"{URL}/{version.name}/download").status_code == 404
     assert globex.client_with_role("viewer").get(f"{URL}/{version.name}/download").status_code == 404
+
+
+def test_a_name_with_a_nul_is_no_version_of_any_organization(acme, version):
+    """PostgreSQL refuses a NUL in a query: it was a 500 there."""
+    for path in ("download", "promote", "rollback"):
+        method = acme.client.get if path == "download" else acme.client.post
+        assert method(f"{URL}/{version.name}%00/{path}").status_code == 404
 
 
 def test_a_version_whose_weights_erasure_deleted_cannot_be_downloaded(acme, version):
@@ -177,6 +189,9 @@ def test_files_in_one_folder_or_at_the_top_are_both_accepted(acme, platform, lor
     ("two_folders", "unexpected_file"),
     ("shapes", "shape_mismatch"),
     ("truncated", "bad_safetensors"),
+    ("deep_config", "bad_adapter_config"),
+    ("deep_header", "bad_safetensors"),
+    ("folders", "unexpected_file"),
 ])
 def test_bad_archives_are_refused_with_the_problem_named(acme, platform, lora, tiny_base_model, tmp_path, settings, case, code):
     good = peft_files(lora)
@@ -196,6 +211,10 @@ def test_bad_archives_are_refused_with_the_problem_named(acme, platform, lora, t
         "two_folders": lambda: tar_gz({"a/adapter_config.json": good["adapter_config.json"], "b/adapter_model.safetensors": weights}),
         "shapes": lambda: tar_gz(peft_files(lora, r=4)),  # declares rank 4, holds rank-8 tensors
         "truncated": lambda: tar_gz({**good, "adapter_model.safetensors": weights[:200]}),
+        # nested past the parser's recursion: a 500 before
+        "deep_config": lambda: tar_gz({**good, "adapter_config.json": b"[" * 60_000}),
+        "deep_header": lambda: tar_gz({**good, "adapter_model.safetensors": struct.pack("<Q", 60_000) + b"[" * 60_000 + b"\0" * 8}),
+        "folders": lambda: tar_gz(good, folders=100),  # read and kept, every one, before they counted
     }
     if case == "oversize":
         settings.SERVING_ADAPTER_UPLOAD_MAX_BYTES = len(weights) - 1

@@ -2,7 +2,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from tenants.models import ApiKey, AuditEvent, Role
+from django.contrib.auth.models import User
+
+from tenants.models import ApiKey, AuditEvent, Membership, Role
 from tests.factories import api_client
 
 
@@ -70,6 +72,15 @@ def test_members_are_added_with_roles_and_audited(acme):
 def test_adding_a_member_twice_is_a_conflict(acme):
     acme.client.post("/api/v1/members", {"email": "dev@acme.example", "role": "viewer"}, format="json")
     assert acme.client.post("/api/v1/members", {"email": "dev@acme.example", "role": "admin"}, format="json").status_code == 409
+
+
+def test_an_email_longer_than_an_account_can_hold_is_a_400_that_stores_nothing(acme):
+    """The account's key is its email, 150 characters: PostgreSQL refused a longer one (a 500)."""
+    long = "a" * 140 + "@example.com"
+    members = Membership.objects.for_org(acme.org).count()
+    response = acme.client.post("/api/v1/members", {"email": long, "role": "viewer"}, format="json")
+    assert response.status_code == 400 and "email" in response.json()["error"]["details"]
+    assert Membership.objects.for_org(acme.org).count() == members and not User.objects.filter(username=long).exists()
 
 
 def test_the_last_owner_cannot_be_removed_or_demoted(acme):
