@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from tenants import data_keys, recording_pg
-from tenants.redaction import aside
+from tenants.redaction import aside, redact
 from tenants.audit import audit_record
 from tenants.crypto import DecryptionError
 from tenants.errors import Conflict, NotFound
@@ -221,8 +221,8 @@ class _Sealable:
         payload = {"messages": messages, "completion": completion}
         if content.tokens is not None and not redactions:
             payload["tokens"] = content.tokens.as_dict()
-        if end_user is not None:
-            payload["end_user"] = end_user
+        if end_user is not None:  # 200 characters at most: redacted here, never aside
+            payload["end_user"] = redact(end_user).text if policy.redact else end_user
         return cls(payload=payload, redacted=policy.redact, redactions=redactions)
 
 

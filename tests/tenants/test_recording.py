@@ -65,6 +65,7 @@ def test_zero_retention_turned_on_while_a_recording_was_redacting_stores_no_text
 
 
 def test_the_end_user_is_sealed_with_the_content_and_purged_with_it(acme):
+    acme.client.put("/api/v1/privacy-policy", {"redact": False}, format="json")
     interaction = interaction_record(org=acme.org, content=InteractionContent([{"role": "user", "content": "x"}], "y"),
                                      source="gateway", end_user="jane.doe@acme.example")
     row = Interaction.objects.for_org(acme.org).filter(pk=interaction.pk).values().get()
@@ -73,6 +74,16 @@ def test_the_end_user_is_sealed_with_the_content_and_purged_with_it(acme):
     assert acme.client.get(url).json()["end_user"] == "jane.doe@acme.example"
     content_purge_all(org=acme.org)
     assert acme.client.get(url).json()["end_user"] is None
+
+
+def test_an_end_user_is_redacted_like_the_messages(acme):
+    """The `user` field is the client's to fill: an email there is personal data like any other."""
+    interaction = interaction_record(org=acme.org, content=InteractionContent([{"role": "user", "content": "x"}], "y"),
+                                     source="gateway", end_user="jane.doe@acme.example")
+    assert acme.client.get(f"/api/v1/interactions/{interaction.pk}").json()["end_user"] == "[REDACTED:email]"
+    assert interaction_record(org=acme.org, content=InteractionContent([{"role": "user", "content": "x"}], "y"),
+                              source="gateway", end_user="user-1729").content is not None
+    assert acme.client.get("/api/v1/interactions").json()["results"][0]["end_user"] == "user-1729"
 
 
 def test_zero_retention_stores_no_end_user(acme):
