@@ -29,6 +29,11 @@ class TtlCache(Generic[V]):
                 self._entries[key] = (now + self.ttl_s, value)
         return value
 
+    def put(self, key: Hashable, value: V) -> None:
+        """Remember `value` for `ttl_s` from now."""
+        with self._lock:
+            self._entries[key] = (self.clock() + self.ttl_s, value)
+
     def peek(self, key: Hashable) -> V | None:
         """The value if it is fresh, else None; never computes (safe on an event loop)."""
         with self._lock:

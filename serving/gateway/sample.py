@@ -54,6 +54,12 @@ class Sample:
             return self.prompt_tokens + self.completion_tokens
         return len(self.prompt_ids or []) + len(self.completion_ids or [])
 
+    def prompt_count(self) -> int | None:
+        """vLLM's count of the prompt's tokens, or for a stream cut short the ids it sent first."""
+        if self.prompt_tokens is not None:
+            return self.prompt_tokens
+        return len(self.prompt_ids) if self.prompt_ids is not None else None
+
     def tokens(self) -> SampledTokens | None:
         if self.prompt_ids is None or self.completion_ids is None or self.logprobs is None:
             return None

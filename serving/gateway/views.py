@@ -23,16 +23,15 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from serving.gateway import upstream
-from serving.gateway.database import in_db_thread
+from serving.gateway.database import in_db_thread, in_stranger_lane
 from serving.gateway.limits import Admission, Limiter, RateLimited, SharedLimiter, retry_after_header
 from serving.gateway.protocol import (
-    GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, StorageQuotaExceeded, TaskNotFound, TooManyRequests, Unauthenticated,
-    UpstreamUnavailable, client_view,
-    request_parse, upstream_body,
+    DatabaseUnavailable, GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, StorageQuotaExceeded, TaskNotFound,
+    TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view, request_parse, upstream_body,
 )
 from serving.gateway.recorder import GroupRecorder
 from serving.gateway.sample import Sample
@@ -44,7 +43,7 @@ from serving.traffic import traffic_limits_for
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound, QuotaExceeded
 from tenants.models import BackgroundTask, Interaction, Organization
-from tenants.organizations import Principal, api_key_authenticate
+from tenants.organizations import Principal, api_key_authenticate, api_key_well_formed
 from tenants.recording import InteractionContent, Recording
 from tenants.storage import storage_quota_check
 
@@ -82,6 +81,14 @@ class Call:
     task: BackgroundTask | None
     interaction_id: str
     started: float
+    size: int  # of the request's body, in bytes
+
+    def charge(self, sample: Sample) -> int:
+        """The tokens the limiter charges: what vLLM counted, or where it failed before saying,
+        what a prompt of this size costs (about four bytes a token), since its work on the
+        request cannot be told from none: else a failure (a timeout after minutes of generation,
+        a prompt too long for the model) would be free, again and again."""
+        return sample.token_count() or self.size // 4
 
 
 async def chat_completions(request: Request) -> Response:
@@ -111,6 +118,8 @@ async def chat_completions(request: Request) -> Response:
             return UpstreamUnavailable(f"The model servers are busy: {error}").response()
         if isinstance(error, GatewayError):
             return error.response()
+        if isinstance(error, ClientDisconnect):  # gone mid-body, or cut off at the size limit: nobody reads this
+            return InvalidRequest("The client went away before its request was read.").response()
         raise
     if call.request["stream"]:
         return await _streamed(call, admission, timing)
@@ -127,7 +136,7 @@ async def chat_completions(request: Request) -> Response:
     except GatewayError as error:
         return error.response()
     finally:
-        admission.release(tokens=sample.token_count())
+        admission.release(tokens=call.charge(sample))
 
 
 async def _streamed(call: Call, admission: Admission, timing: ServerTiming) -> Response:
@@ -139,7 +148,7 @@ async def _streamed(call: Call, admission: Admission, timing: ServerTiming) -> R
             upstream.completion(upstream_body(call.request, served_name=call.target.name, org_id=call.org.pk), call.target)
         )
     except BaseException as error:  # a client gone (CancelledError) too
-        admission.release()
+        admission.release(tokens=call.charge(Sample()))
         if isinstance(error, GatewayError):
             return error.response()
         raise
@@ -221,7 +230,7 @@ async def _relay(call: Call, stack: AsyncExitStack, completion: upstream.Complet
         log.exception("streamed completion %s failed", call.interaction_id)
         yield _event({"error": {"message": "The completion could not be recorded.", "type": "server_error", "param": None, "code": None}})
     finally:
-        admission.release(tokens=sample.token_count())
+        admission.release(tokens=call.charge(sample))
 
 
 def _event(payload: dict) -> bytes:
@@ -247,7 +256,8 @@ async def _admitted(org: Organization, headers: Headers, body: bytes, started: f
         target, task = await in_db_thread(_looked_up, org, parsed, task_id)
     elif over_quota:
         raise StorageQuotaExceeded(over_quota)
-    return Call(org=org, request=parsed, target=target, task=task, interaction_id=str(uuid.uuid4()), started=started)
+    return Call(org=org, request=parsed, target=target, task=task, interaction_id=str(uuid.uuid4()), started=started,
+                size=len(body))
 
 
 def _parsed(body: bytes) -> dict:
@@ -275,11 +285,35 @@ async def _authenticated(headers: Headers) -> Organization:
     scheme, _, raw_key = headers.get("Authorization", "").partition(" ")
     raw_key = raw_key.strip()
     principal = None
-    if scheme.lower() == "bearer" and raw_key:
-        principal = _principals.peek(raw_key) or await in_db_thread(_principal_of, raw_key)
+    if scheme.lower() == "bearer" and api_key_well_formed(raw_key):
+        principal = _principals.peek(raw_key) or await _looked_up_key(raw_key)
     if principal is None:
         raise Unauthenticated("Missing, unknown or revoked API key: send 'Authorization: Bearer <api_key>'.")
     return principal.org
+
+
+# A key that worked within this time is looked up with everyone's database work when its second
+# in the cache is over; any other waits in the strangers' lane, at most this many at once.
+KNOWN_KEY_S, STRANGERS_WAITING = 600.0, 64
+_known_keys: TtlCache[bool] = TtlCache(ttl_s=KNOWN_KEY_S)
+_strangers_waiting = 0
+
+
+async def _looked_up_key(raw_key: str) -> Principal | None:
+    global _strangers_waiting
+    if _known_keys.peek(raw_key):
+        principal = await in_db_thread(_principal_of, raw_key)
+    elif _strangers_waiting >= STRANGERS_WAITING:  # a flood of keys never seen: the newest wait no longer
+        raise DatabaseUnavailable("Too many unknown API keys are being checked at once; try again shortly.")
+    else:
+        _strangers_waiting += 1
+        try:
+            principal = await in_stranger_lane(_principal_of, raw_key)
+        finally:
+            _strangers_waiting -= 1
+    if principal is not None:
+        _known_keys.put(raw_key, True)
+    return principal
 
 
 def _principal_of(raw_key: str) -> Principal | None:
@@ -322,7 +356,7 @@ def _recording(call: Call, sample: Sample, *, interrupted: bool = False) -> Reco
         task=call.task,
         end_user=call.request.get("user"),
         latency_ms=(time.perf_counter() - call.started) * 1000.0,
-        prompt_tokens=sample.prompt_tokens,
+        prompt_tokens=sample.prompt_count(),
         completion_tokens=sample.completion_tokens if not interrupted else len(sample.completion_ids or []),
         interrupted=interrupted,
     )

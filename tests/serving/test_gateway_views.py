@@ -26,7 +26,7 @@ class NotedAdmission:
 def streamed_call() -> views.Call:
     request = {"model": "default", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     return views.Call(org=SimpleNamespace(pk=uuid.uuid4()), request=request, target=Target(name="demo-base", adapter_path=None), task=None,
-                      interaction_id="0", started=0.0)
+                      interaction_id="0", started=0.0, size=64)
 
 
 def test_a_stream_dropped_unread_off_the_loop_is_given_back_on_the_loop(monkeypatch):

@@ -1,0 +1,160 @@
+"""What a hostile or careless client costs at the gateway: keys that are not keys, requests that
+fail upstream, streams and bodies dropped half way. The model server is a stand-in that answers
+at once (the gateway's own work is what is under test); the gateway runs under uvicorn with the
+real database."""
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from contextlib import asynccontextmanager
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+from serving.gateway import upstream, views
+from serving.gateway.protocol import UpstreamUnavailable
+from serving.models import TrafficLimits
+from tenants.models import Interaction
+
+BODY = {"model": "default", "messages": [{"role": "user", "content": "hi"}]}
+PROMPT_IDS = [1, 2, 3]
+
+
+def _chunk(**fields) -> dict:
+    return {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "demo-base", **fields}
+
+
+class StandIn:
+    """vLLM's answers (with token ids and logprobs, as the gateway asks for them), or a failure."""
+
+    def __init__(self):
+        self.failure: Exception | None = None
+        self.delay_s = 0.0
+        self.calls = 0
+
+    def payload(self) -> dict:
+        return {"id": "chatcmpl-x", "object": "chat.completion", "created": 1, "model": "demo-base", "prompt_token_ids": PROMPT_IDS,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}, "token_ids": [7, 8],
+                             "logprobs": {"content": [{"token": "h", "logprob": -0.1, "bytes": None, "top_logprobs": []}] * 2},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
+
+    def lines(self) -> list[str]:
+        chunks = [_chunk(prompt_token_ids=PROMPT_IDS, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""}}])]
+        chunks += [_chunk(choices=[{"index": 0, "delta": {"content": f"t{i} "}, "token_ids": [100 + i],
+                                    "logprobs": {"content": [{"token": f"t{i} ", "logprob": -0.5, "bytes": None, "top_logprobs": []}]}}])
+                   for i in range(50)]
+        return [f"data: {json.dumps(chunk)}" for chunk in chunks] + ["data: [DONE]"]
+
+
+@pytest.fixture
+def stand_in(monkeypatch) -> StandIn:
+    model = StandIn()
+
+    class Completion:
+        async def payload(self):
+            await asyncio.sleep(model.delay_s)
+            if model.failure:
+                raise model.failure
+            return model.payload()
+
+        async def lines(self):
+            for line in model.lines():
+                await asyncio.sleep(model.delay_s)
+                yield line
+
+    @asynccontextmanager
+    async def completion(body, target):
+        model.calls += 1
+        yield Completion()
+
+    monkeypatch.setattr(upstream, "completion", completion)
+    return model
+
+
+@pytest.fixture
+def gateway(gateway_server, settings, transactional_db, stand_in) -> str:
+    settings.SERVING_BASE_MODEL_NAME = "demo-base"
+    views.limiter.cache_clear()
+    for cache in (views._principals, views._known_keys, views._limits, views._over_quota):
+        cache._entries.clear()
+    yield gateway_server
+    views.limiter.cache_clear()
+
+
+def post(gateway: str, key: str, body: dict = BODY, **kwargs) -> httpx.Response:
+    return httpx.post(f"{gateway}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30, **kwargs)
+
+
+def test_keys_that_are_not_keys_never_reach_the_database_and_unknown_ones_wait_in_a_lane_of_their_own(gateway, acme, monkeypatch):
+    """Anyone can send a key: the shared database threads also write every organization's
+    recordings, and a flood of unknown keys on them delayed everyone's completions."""
+    everyone, strangers, looked_up = [], [], views.in_db_thread
+
+    async def on_shared_threads(function, *args):
+        everyone.append(function.__name__)
+        return await looked_up(function, *args)
+
+    monkeypatch.setattr(views, "in_db_thread", on_shared_threads)
+    monkeypatch.setattr(views, "in_stranger_lane", lambda function, *args: strangers.append(function.__name__) or looked_up(function, *args))
+    for key in ("not-even-a-key", "osk_short", acme.key + "x", "osk_" + "!" * 43):
+        assert post(gateway, key).status_code == 401
+    assert everyone == strangers == []  # told by their shape, on the event loop
+    unknown = acme.key[:-1] + ("A" if acme.key[-1] != "A" else "B")
+    assert post(gateway, unknown).status_code == 401 and post(gateway, acme.key).status_code == 200
+    assert everyone.count("_principal_of") == 0 and strangers == ["_principal_of", "_principal_of"]
+    views._principals.forget(acme.key)  # its second in the cache is over: a key that worked goes with everyone's work
+    assert post(gateway, acme.key).status_code == 200 and everyone.count("_principal_of") == 1 and len(strangers) == 2
+
+
+def test_a_flood_of_unknown_keys_is_answered_503_past_the_lanes_queue_not_queued_without_end(gateway, acme, monkeypatch):
+    monkeypatch.setattr(views, "STRANGERS_WAITING", 0)
+    unknown = acme.key[:-1] + ("A" if acme.key[-1] != "A" else "B")
+    refused = post(gateway, unknown)
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "database_unavailable"
+    views._known_keys.put(acme.key, True)  # a key that worked is not a stranger
+    assert post(gateway, acme.key).status_code == 200
+
+
+def test_a_request_that_fails_upstream_is_charged_what_its_prompt_costs(gateway, acme, stand_in):
+    """A read timeout after minutes of generation, a prompt too long for the model: charged
+    nothing, such requests could be sent again and again at no cost to the quota."""
+    TrafficLimits.objects.create(org=acme.org, tokens_per_minute=10_000)
+    stand_in.failure = UpstreamUnavailable("The model did not answer within 120 s.")
+    big = {**BODY, "messages": [{"role": "user", "content": "x" * 100_000}]}  # about 25,000 tokens
+    assert post(gateway, acme.key, big).status_code == 503
+    assert post(gateway, acme.key).status_code == 429  # in debt for what the failed prompt would have cost
+    assert stand_in.calls == 1
+
+
+def test_a_small_request_that_fails_upstream_costs_little(gateway, acme, stand_in):
+    stand_in.failure = UpstreamUnavailable("The model server is restarting.")
+    assert [post(gateway, acme.key).status_code for _ in range(5)] == [503] * 5  # a few dozen tokens each, of 200,000 a minute
+
+
+def test_a_stream_its_client_dropped_is_recorded_with_its_prompts_tokens(gateway, acme, stand_in):
+    stand_in.delay_s = 0.02
+    with httpx.stream("POST", f"{gateway}/v1/chat/completions", json={**BODY, "stream": True},
+                      headers={"Authorization": f"Bearer {acme.key}"}, timeout=30) as response:
+        first = next(json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: "))
+    deadline = time.monotonic() + 10
+    while (row := Interaction.objects.for_org(acme.org).filter(pk=first["id"]).first()) is None:
+        assert time.monotonic() < deadline, "the dropped stream was not recorded"
+        time.sleep(0.05)
+    assert row.interrupted and row.prompt_tokens == len(PROMPT_IDS)  # usage comes last: the ids came first
+    assert row.completion_tokens < 50  # what was generated before it went
+
+
+def test_a_client_gone_mid_body_is_no_server_error(gateway, acme, caplog):
+    """Nobody reads the answer, and a traceback per dropped body would let any key fill the log."""
+    address = urlparse(gateway)
+    with socket.create_connection((address.hostname, address.port)) as connection:
+        connection.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + acme.key.encode()
+                           + b"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":")
+        time.sleep(0.3)
+    time.sleep(0.5)
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+    assert post(gateway, acme.key).status_code == 200  # its slot was given back
