@@ -125,6 +125,8 @@ def _update(org: Organization, changes: dict, actor: str) -> RewardSpecValues:
         if isinstance(changes.get("weights"), dict):
             changes = {**changes, "weights": {**current.weights, **changes["weights"]}}
         values = policy_values(policy_changed(current, changes))
+        if values == policy_values(current):  # a version that changes nothing would only crowd out the ones that did
+            return current
         RewardSpec.objects.create(org=org, version=current.version + 1, created_by=actor, **values)
         audit_record(org=org, actor=actor, action="reward_spec.update", target=f"v{current.version + 1}",
                      before=policy_values(current), after=values)

@@ -49,6 +49,8 @@ def schedule_update(*, org: Organization, changes, actor: str) -> TrainingSchedu
         schedule = schedule_get(org=org)
         before = {name: getattr(schedule, name) for name in settings_of(Schedule)}
         after = policy_values(policy_changed(Schedule(**before), changes))
+        if after == before:  # nothing to save, nor to audit
+            return schedule
         for name, value in after.items():
             setattr(schedule, name, value)
         schedule.save()

@@ -1,6 +1,7 @@
 from django.http import JsonResponse
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+
+from controlplane.schema import SchemaView
 
 
 def healthz(request):
@@ -10,7 +11,7 @@ def healthz(request):
 
 urlpatterns = [
     path("healthz", healthz),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", SchemaView.as_view(), name="schema"),
     path("api/v1/", include("tenants.api.urls")),
     path("api/v1/", include("serving.api.urls")),
     path("api/v1/", include("training.api.urls")),

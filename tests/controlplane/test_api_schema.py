@@ -58,6 +58,21 @@ def test_the_schema_is_an_openapi_3_document(document):
     assert document["paths"]
 
 
+def test_the_schema_is_built_once_per_format_however_often_anyone_asks(client, monkeypatch):
+    """Anyone may ask, without a key: tens of milliseconds of CPU a build."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    from controlplane.schema import SchemaView
+
+    monkeypatch.setattr(SchemaView, "_rendered", {})
+    builds, build = [], SchemaGenerator.get_schema
+    monkeypatch.setattr(SchemaGenerator, "get_schema", lambda self, *args, **kwargs: builds.append(1) or build(self, *args, **kwargs))
+    for accept in ("application/json", "application/json", "application/vnd.oai.openapi", "application/json"):
+        response = client.get(SCHEMA_URL, {"cache": len(builds)}, HTTP_ACCEPT=accept)
+        assert response.status_code == 200 and response["Content-Type"].startswith(accept)
+    assert len(builds) == 2
+
+
 def test_the_schema_documents_every_api_route(document):
     routes = api_routes()
     assert len(routes) > 10, routes

@@ -24,6 +24,14 @@ def test_a_change_is_a_new_version_that_merges_weights_and_is_audited(acme, admi
     assert AuditEvent.objects.for_org(acme.org).filter(action="reward_spec.update").count() == 2
 
 
+def test_a_change_that_changes_nothing_is_no_new_version(acme, admin):
+    """Each version is kept and listed: empty PUTs in a loop would bury the ones that mattered."""
+    admin.put("/api/v1/reward-spec", {"kl_coef": 0.05}, format="json")
+    for body in ({}, {"kl_coef": 0.05}, {"weights": {}}):
+        assert admin.put("/api/v1/reward-spec", body, format="json").json()["version"] == 1
+    assert AuditEvent.objects.for_org(acme.org).filter(action="reward_spec.update").count() == 1
+
+
 def test_a_viewer_cannot_change_the_spec(viewer):
     assert viewer.put("/api/v1/reward-spec", {"kl_coef": 0.1}, format="json").status_code == 403
 

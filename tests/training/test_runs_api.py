@@ -2,7 +2,7 @@
 
 import pytest
 
-from tenants.models import Role
+from tenants.models import AuditEvent, Role
 from tests.factories import rated, registered_adapter
 from training import runs
 from training.models import TrainingRun
@@ -54,6 +54,13 @@ def test_the_schedule_is_read_by_viewers_and_changed_by_admins(acme):
         assert acme.client.put("/api/v1/training-schedule", bad, format="json").status_code == 400, bad
     assert acme.client_with_role(Role.VIEWER).put("/api/v1/training-schedule", {"cadence_minutes": 9}, format="json").status_code == 403
     assert acme.client.get("/api/v1/training-schedule").json()["cadence_minutes"] == 5
+
+
+def test_a_schedule_change_that_changes_nothing_is_not_saved_nor_audited(acme):
+    acme.client.put("/api/v1/training-schedule", {"cadence_minutes": 5}, format="json")
+    updated = acme.client.get("/api/v1/training-schedule").json()["updated_at"]
+    assert acme.client.put("/api/v1/training-schedule", {"cadence_minutes": 5}, format="json").json()["updated_at"] == updated
+    assert AuditEvent.objects.for_org(acme.org).filter(action="training_schedule.update").count() == 1
 
 
 def test_a_finished_run_shows_its_lineage_and_candidate(acme, settings, tmp_path, tiny_base_model):
