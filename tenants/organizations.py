@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
@@ -109,9 +110,12 @@ def user_for_email(email: str):
 
 def member_add(*, org: Organization, email: str, role: str, by: Principal) -> Membership:
     require_can_grant(by, role)
-    user = user_for_email(email.strip().lower())
-    if Membership.objects.for_org(org).filter(user=user).exists():
-        raise Conflict(f"{user.email} is already a member.")
+    email = email.strip().lower()
+    if Membership.objects.for_org(org).filter(user__username=email).exists():
+        raise Conflict(f"{email} is already a member.")
+    if Membership.objects.for_org(org).count() >= settings.MAX_MEMBERS:
+        raise Conflict(f"The organization has {settings.MAX_MEMBERS} members, the most it may have: remove one first.")
+    user = user_for_email(email)
     membership = Membership.objects.create(org=org, user=user, role=role)
     audit_record(org=org, actor=by.actor, action="member.add", target=user.email, after={"role": role})
     return membership
@@ -183,6 +187,8 @@ def _hash(raw_key: str) -> str:
 
 def api_key_create(*, org: Organization, name: str, role: str, actor: str,
                    minted_by: uuid.UUID | None = None) -> tuple[ApiKey, str]:
+    if ApiKey.objects.for_org(org).filter(revoked_at__isnull=True).count() >= settings.MAX_API_KEYS:
+        raise Conflict(f"The organization has {settings.MAX_API_KEYS} API keys in use, the most it may have: revoke one first.")
     raw_key = KEY_PREFIX + secrets.token_urlsafe(32)
     api_key = ApiKey.objects.create(
         org=org, name=name, role=role, prefix=raw_key[:12], key_hash=_hash(raw_key), created_by=actor, minted_by_id=minted_by,

@@ -134,3 +134,19 @@ def test_an_admin_sees_no_deletion_control(acme_admin):
     page = acme_admin.client.get("/console/organization/").content.decode()
     assert "Delete" not in page
     assert acme_admin.client.post("/console/organization/", {"confirm": "acme"}).status_code == 403
+
+
+def test_a_page_decrypts_a_bounded_amount_and_withholds_the_rest(acme, acme_viewer, monkeypatch):
+    """A hundred of the largest recordings a page would be gigabytes in a web server's memory."""
+    from console.views import data
+
+    monkeypatch.setattr(data, "CONTENT_BYTES_SHOWN", 1)
+    task = task_create(org=acme.org)
+    for number in range(3):
+        served(acme.org, text=f"<ask>step {number}</ask>", task=task, feedback=())
+    rows = acme_viewer.client.get("/console/interactions/").context["rows"]
+    assert [row.shown is not None for row in rows] == [True, False, False] and [row.withheld for row in rows] == [False, True, True]
+    monkeypatch.setattr(data, "STEPS_SHOWN", 2)
+    page = acme_viewer.client.get(f"/console/tasks/{task.pk}/")
+    assert len(page.context["steps"]) == 2 and page.context["step_count"] == 3
+    assert "the first 2 below" in page.content.decode() and "open the step to read it" in page.content.decode()

@@ -186,3 +186,18 @@ def test_member_and_audit_ids_tell_nothing_of_other_organizations(acme, globex):
     one = members[-1]["id"]
     assert acme.client.get(f"/api/v1/members/{one}").json()["id"] == one
     assert globex.client.get(f"/api/v1/members/{one}").status_code == 404
+
+
+def test_an_organization_has_at_most_so_many_members_and_keys_in_use(acme, settings):
+    """Each member is an account of the platform's, and the pages list them all."""
+    settings.MAX_MEMBERS = Membership.objects.for_org(acme.org).count() + 1
+    assert acme.client.post("/api/v1/members", {"email": "one@acme.example", "role": "viewer"}, format="json").status_code == 201
+    refused = acme.client.post("/api/v1/members", {"email": "two@acme.example", "role": "viewer"}, format="json")
+    assert refused.status_code == 409 and "the most it may have" in refused.json()["error"]["message"]
+    assert not User.objects.filter(username="two@acme.example").exists()
+    settings.MAX_API_KEYS = ApiKey.objects.for_org(acme.org).filter(revoked_at__isnull=True).count() + 1
+    minted = acme.client.post("/api/v1/api-keys", {"name": "ci", "role": "viewer"}, format="json")
+    assert minted.status_code == 201
+    assert acme.client.post("/api/v1/api-keys", {"name": "ci 2", "role": "viewer"}, format="json").status_code == 409
+    assert acme.client.delete(f"/api/v1/api-keys/{minted.json()['id']}").status_code == 200  # revoked
+    assert acme.client.post("/api/v1/api-keys", {"name": "ci 2", "role": "viewer"}, format="json").status_code == 201

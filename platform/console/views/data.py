@@ -101,9 +101,22 @@ class Interactions(Page):
         })
 
 
+# What a page decrypts at most, as the API's pages: a hundred rows of the largest recordings would
+# be gigabytes in one web server's memory. The rest is `withheld`, to be opened one by one.
+CONTENT_BYTES_SHOWN = 8 * 1024 * 1024
+STEPS_SHOWN = 200
+
+
 def _with_content(org, rows) -> None:
-    """Each row's decrypted content (None where there is none) as `shown`, read in one query."""
-    sealed = selectors.interaction_contents(org=org, ids=[row.pk for row in rows])
+    """Each row's decrypted content (None where there is none) as `shown`, read in one query,
+    until CONTENT_BYTES_SHOWN."""
+    budget, shown = CONTENT_BYTES_SHOWN, []
+    for row in rows:
+        budget -= row.content_size or 0
+        row.withheld = bool(shown) and budget < 0
+        if not row.withheld:
+            shown.append(row)
+    sealed = selectors.interaction_contents(org=org, ids=[row.pk for row in shown])
     for row in rows:
         row.content = sealed.get(row.pk)
         row.shown = recording.interaction_content(interaction=row) if row.content is not None else None
@@ -146,9 +159,11 @@ class TaskDetail(Page):
     find = staticmethod(recording.task_get)
 
     def get(self, request, task_id):
-        steps = list(selectors.task_steps(task=self.object))
+        everything = selectors.task_steps(task=self.object)
+        steps = list(everything[:STEPS_SHOWN])
         _with_content(request.principal.org, steps)
-        return render(request, "console/task.html", {"task": self.object, "steps": steps})
+        return render(request, "console/task.html", {"task": self.object, "steps": steps,
+                                                     "step_count": everything.count() if len(steps) == STEPS_SHOWN else len(steps)})
 
 
 class AuditLog(Page):

@@ -144,6 +144,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("PLATFORM_MAX_REQUEST_BYTES", 4 * 1024 * 1
 # Each organization's recorded interactions may occupy this much (tenants/storage.py), unless its
 # StorageUsage row sets its own quota; past it, new recordings are refused (403).
 STORAGE_QUOTA_BYTES = env_int("PLATFORM_STORAGE_QUOTA_BYTES", 10 * 1024**3, minimum=0)
+# The most members and unrevoked API keys an organization may have (409 past them): each member
+# is an account of the platform's, and pages list them all.
+MAX_MEMBERS = env_int("PLATFORM_MAX_MEMBERS", 1000, minimum=1)
+MAX_API_KEYS = env_int("PLATFORM_MAX_API_KEYS", 1000, minimum=1)
 # Recordings through the tenant API with more characters of text than this are redacted in a
 # low-priority process of their own (tenants/redaction/aside.py), not on the web server's
 # interpreter; 0: never. (The gateway's are bounded by each organization's token rate.)
