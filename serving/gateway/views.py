@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
@@ -239,9 +240,11 @@ def _event(payload: dict) -> bytes:
 
 # Database work, on the gateway's database threads ------------------------------------------------------
 
-# Bodies up to this size are parsed on the event loop; a larger one, on a database thread, since
-# every other request would wait while it is read.
+# Bodies up to this size are parsed on the event loop; a larger one on a thread of its own, one
+# at a time, since every other request would wait while it is read: large bodies queue behind
+# each other, not in front of the database threads' recordings.
 PARSE_ON_LOOP_BYTES = 64 * 1024
+_large_bodies = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-parse")
 
 
 async def _admitted(org: Organization, headers: Headers, body: bytes, started: float) -> Call:
@@ -249,7 +252,8 @@ async def _admitted(org: Organization, headers: Headers, body: bytes, started: f
     this process read the organization's quota and route within the last second and the request
     names no task (most requests: a hop to a database thread and back costs more than the rest
     of admission), else on a database thread."""
-    parsed = _parsed(body) if len(body) <= PARSE_ON_LOOP_BYTES else await in_db_thread(_parsed, body)
+    parsed = (_parsed(body) if len(body) <= PARSE_ON_LOOP_BYTES
+              else await asyncio.get_running_loop().run_in_executor(_large_bodies, _parsed, body))
     task_id = (parsed.get("metadata") or {}).get("task_id") or headers.get("X-Task-Id")
     over_quota, target, task = _over_quota.peek(org.pk), target_known(org=org, model=parsed["model"], end_user=parsed.get("user")), None
     if over_quota is None or target is None or task_id:

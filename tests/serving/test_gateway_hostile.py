@@ -158,3 +158,18 @@ def test_a_client_gone_mid_body_is_no_server_error(gateway, acme, caplog):
     time.sleep(0.5)
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
     assert post(gateway, acme.key).status_code == 200  # its slot was given back
+
+
+def test_a_large_body_is_parsed_off_the_database_threads(gateway, acme, monkeypatch):
+    """Parsing 4 MB holds a thread for a tenth of a second: on the database threads, one
+    organization's large bodies held up everyone's recordings."""
+    on_database_threads, hop = [], views.in_db_thread
+
+    async def counted(function, *args):
+        on_database_threads.append(function.__name__)
+        return await hop(function, *args)
+
+    monkeypatch.setattr(views, "in_db_thread", counted)
+    large = {**BODY, "messages": [{"role": "user", "content": "x" * (2 * views.PARSE_ON_LOOP_BYTES)}]}
+    assert post(gateway, acme.key, large).status_code == 200
+    assert "_parsed" not in on_database_threads
