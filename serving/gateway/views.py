@@ -280,7 +280,8 @@ def _looked_up(org: Organization, parsed: dict, task_id: str | None) -> tuple[Ta
         target = target_resolve(org=org, model=parsed["model"], end_user=parsed.get("user"))
     except NotFound as error:
         raise ModelNotFound(error.message, param="model") from None
-    return target, _task_of(org, task_id)
+    in_body = bool((parsed.get("metadata") or {}).get("task_id"))
+    return target, _task_of(org, task_id, param="metadata" if in_body else None)  # else the X-Task-Id header
 
 
 async def _authenticated(headers: Headers) -> Organization:
@@ -325,16 +326,16 @@ def _principal_of(raw_key: str) -> Principal | None:
     return _principals.get(raw_key, lambda: api_key_authenticate(raw_key))
 
 
-def _task_of(org: Organization, task_id: str | None) -> BackgroundTask | None:
+def _task_of(org: Organization, task_id: str | None, *, param: str | None) -> BackgroundTask | None:
     if not task_id:
         return None
     try:
         task_id = uuid.UUID(task_id)
     except ValueError:
-        raise InvalidRequest(f"task_id {task_id!r} is not a task id.", param="metadata") from None
+        raise InvalidRequest(f"task_id {task_id!r} is not a task id.", param=param) from None
     task = BackgroundTask.objects.for_org(org).filter(pk=task_id).first()
     if task is None:
-        raise TaskNotFound(f"No task {task_id} in this organization.", param="metadata")
+        raise TaskNotFound(f"No task {task_id} in this organization.", param=param)
     return task
 
 

@@ -173,3 +173,15 @@ def test_a_large_body_is_parsed_off_the_database_threads(gateway, acme, monkeypa
     large = {**BODY, "messages": [{"role": "user", "content": "x" * (2 * views.PARSE_ON_LOOP_BYTES)}]}
     assert post(gateway, acme.key, large).status_code == 200
     assert "_parsed" not in on_database_threads
+
+
+def test_a_task_of_another_organization_is_404_named_where_it_was_given(gateway, acme, globex):
+    from tenants.recording import task_create
+
+    theirs = str(task_create(org=globex.org).pk)
+    in_body = post(gateway, acme.key, {**BODY, "metadata": {"task_id": theirs}})
+    assert in_body.status_code == 404 and in_body.json()["error"]["param"] == "metadata"
+    by_header = httpx.post(f"{gateway}/v1/chat/completions", json=BODY, timeout=30,
+                           headers={"Authorization": f"Bearer {acme.key}", "X-Task-Id": theirs})
+    assert by_header.status_code == 404 and by_header.json()["error"]["param"] is None
+    assert not Interaction.objects.for_org(globex.org).exists() and not Interaction.objects.for_org(acme.org).exists()

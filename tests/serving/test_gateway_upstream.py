@@ -141,3 +141,10 @@ def test_an_answer_broken_off_while_it_is_read_is_unavailable(replicas, read, wh
     answering(replicas, "one", Answer(cut_off=True))
     with pytest.raises(UpstreamUnavailable, match=f"broke off the {what}: ClientPayloadError"):
         served(read)
+
+
+def test_an_answer_that_is_not_json_is_unavailable_not_a_server_error(replicas):
+    """A proxy's error page, a server half up: the client gets a 503 it may retry."""
+    answering(replicas, "one", Answer(body="<html>502 Bad Gateway</html>"))
+    with pytest.raises(UpstreamUnavailable, match="could not be read"):
+        served()
