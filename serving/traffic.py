@@ -52,7 +52,7 @@ def traffic_limits_update(*, org: Organization, changes, actor: str, grant: bool
 def _refuse_beyond_grant(row: TrafficLimits, changes: dict) -> None:
     problems = {}
     for name, value in changes.items():
-        most = row.granted.get(name, settings.GATEWAY_LIMITS[name])
+        most = max(row.granted.get(name, 0), settings.GATEWAY_LIMITS[name])  # a grant is never less than the default
         if value is not None and value > most:
             problems[name] = (f"{name} may be at most {most:,} for this organization (the platform's default or what its "
                               f"operator granted); ask the operator for more.")

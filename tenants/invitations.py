@@ -1,13 +1,17 @@
-"""Invitations: the single-use links through which people set a password and enter the console.
+"""Invitations: the single-use links through which people set a password, or join with the
+one they have, and enter the console.
 
 An invitation belongs to a membership that already exists (adding a member makes both), so an
 unaccepted link grants nothing the membership does not. A new link for the same member
 replaces any unused one; that is also how a password is reset. A person's account is one
-across their organizations, so a link sets a password only when its organization could
-already decide everything that account reaches: the person belongs to no other organization,
-has never set a password, or the link came from the platform's operator (`manage.py invite`).
-Otherwise it only tells them to log in: an admin of one organization cannot take over a
-member's access to another.
+across their organizations, and the link is handed to whoever invited, so:
+
+- a link sets a password only when its organization already decides everything the account
+  reaches (the person belongs to no other organization), or the platform's operator made it
+  (`manage.py invite`); an admin of one organization cannot take over a member of another;
+- a membership added to an account that already has a password grants nothing until its
+  person, logged in, accepts its link (`invitation_join`): whoever holds that password may not
+  be the person the organization means (an admin elsewhere could have made the account first).
 """
 
 import hashlib
@@ -94,6 +98,27 @@ def invitation_pending(*, token: str) -> Pending:
     return Pending(invitation=invitation, may_set_password=not elsewhere or invitation.created_by == OPERATOR)
 
 
+def invitation_join(*, token: str, user) -> Membership:
+    """The logged-in `user` accepts the link of their own membership with the password they
+    have: it grants what it says from now on."""
+    with transaction.atomic():
+        invitation = invitation_pending(token=token).invitation
+        membership = invitation.membership
+        if membership.user_id != user.pk:
+            raise Conflict(f"This link is for {membership.user.email}: log out, and log in as that account to use it.")
+        _use(invitation)
+        Membership.objects.for_org(invitation.org).filter(pk=membership.pk, joined_at__isnull=True).update(joined_at=timezone.now())
+        audit_record(org=invitation.org, actor=f"user:{user.email}", action="member.join", target=user.email)
+    membership.refresh_from_db()
+    return membership
+
+
+def _use(invitation: Invitation) -> None:
+    used = Invitation.objects.for_org(invitation.org).filter(pk=invitation.pk, accepted_at__isnull=True).update(accepted_at=timezone.now())
+    if used != 1:  # the same link, used twice at once
+        raise NotFound("This invitation link was just used.")
+
+
 def invitation_accept(*, token: str, password: str) -> Membership:
     """Set the member's password through the link and use it up; InvalidInput names what
     Django's password validators found wrong."""
@@ -108,11 +133,10 @@ def invitation_accept(*, token: str, password: str) -> Membership:
             validate_password(password, user)
         except ValidationError as error:
             raise InvalidInput(" ".join(error.messages), details={"password": " ".join(error.messages)}) from None
-        used = Invitation.objects.for_org(invitation.org).filter(pk=invitation.pk, accepted_at__isnull=True).update(accepted_at=timezone.now())
-        if used != 1:  # the same link, used twice at once
-            raise NotFound("This invitation link was just used.")
+        _use(invitation)
         user.set_password(password)
         user.save(update_fields=["password"])
+        Membership.objects.for_org(invitation.org).filter(pk=invitation.membership.pk, joined_at__isnull=True).update(joined_at=timezone.now())
         audit_record(org=invitation.org, actor=f"user:{user.email}", action="member.password_set", target=user.email)
     return invitation.membership
 

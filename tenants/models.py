@@ -9,6 +9,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from tenants.scoping import TenantManager
 
@@ -44,6 +45,9 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Null while it waits for its person: added to an account that already has a password, it
+    # grants nothing until they accept its link, logged in (tenants/invitations.py).
+    joined_at = models.DateTimeField(default=timezone.now, null=True)
 
     objects = TenantManager()
 

@@ -116,7 +116,11 @@ def member_add(*, org: Organization, email: str, role: str, by: Principal) -> Me
     if Membership.objects.for_org(org).count() >= settings.MAX_MEMBERS:
         raise Conflict(f"The organization has {settings.MAX_MEMBERS} members, the most it may have: remove one first.")
     user = user_for_email(email)
-    membership = Membership.objects.create(org=org, user=user, role=role)
+    # Whoever holds the account's password may not be the person this organization means: it
+    # waits for them to accept its link, logged in. (An account without one is entered only
+    # through a link that may set it.)
+    joined = None if user.has_usable_password() else timezone.now()
+    membership = Membership.objects.create(org=org, user=user, role=role, joined_at=joined)
     audit_record(org=org, actor=by.actor, action="member.add", target=user.email, after={"role": role})
     return membership
 
@@ -222,7 +226,7 @@ def api_key_revoke(*, api_key: ApiKey, by: Principal) -> ApiKey:
 def _require_a_way_in_as_owner(org: Organization, *, after_revoking: list[ApiKey]) -> None:
     owner_keys_left = (ApiKey.objects.for_org(org).filter(role=Role.OWNER, revoked_at__isnull=True)
                        .exclude(pk__in=[k.pk for k in after_revoking]))
-    owners = Membership.objects.for_org(org).filter(role=Role.OWNER).select_related("user")
+    owners = Membership.objects.for_org(org).filter(role=Role.OWNER, joined_at__isnull=False).select_related("user")
     if not owner_keys_left.exists() and not any(m.user.has_usable_password() for m in owners):
         raise Conflict("That would revoke the organization's last owner key, and no owner can log in: "
                        "let an owner set a password first.")
@@ -249,8 +253,9 @@ def api_key_authenticate(raw_key: str) -> Principal | None:
 
 
 def membership_principal(*, user, org_id=None) -> Principal | None:
-    """The principal of a console user: their membership in the chosen (or only) organization."""
-    memberships = Membership.objects.across_orgs().select_related("org").filter(user=user)
+    """The principal of a console user: their membership in the chosen (or only) organization,
+    once they joined it."""
+    memberships = Membership.objects.across_orgs().select_related("org").filter(user=user, joined_at__isnull=False)
     if org_id is not None:
         memberships = memberships.filter(org_id=org_id)
     found = list(memberships[:2])
@@ -260,8 +265,9 @@ def membership_principal(*, user, org_id=None) -> Principal | None:
 
 
 def memberships_of(*, user) -> list[Membership]:
-    """A person's memberships in every organization they belong to, by the organization's name."""
-    return list(Membership.objects.across_orgs().select_related("org").filter(user=user).order_by("org__name", "org__slug"))
+    """A person's memberships in every organization they joined, by the organization's name."""
+    return list(Membership.objects.across_orgs().select_related("org").filter(user=user, joined_at__isnull=False)
+                .order_by("org__name", "org__slug"))
 
 
 def api_key_get(*, org: Organization, key_id) -> ApiKey:

@@ -26,7 +26,8 @@ def page_of(rows: QuerySet, *, by: str, cursor: str | None, tiebreak: str = "pk"
     size = PAGE_SIZE
     rows = rows.order_by(f"-{by}", f"-{tiebreak}")
     if cursor:
-        at, key = _decoded(cursor, rows.model._meta.get_field(tiebreak) if tiebreak != "pk" else rows.model._meta.pk)
+        key_field = rows.model._meta.pk if tiebreak == "pk" else rows.model._meta.get_field(tiebreak)
+        at, key = _decoded(cursor, key_field)
         rows = rows.filter(Q(**{f"{by}__lt": at}) | Q(**{by: at, f"{tiebreak}__lt": key}))
     found = list(rows[:size + 1])
     last = found[size - 1] if len(found) > size else None

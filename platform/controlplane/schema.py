@@ -13,7 +13,8 @@ class SchemaView(SpectacularAPIView):
     @extend_schema(exclude=True)
     def get(self, request, *args, **kwargs):
         lang = request.GET.get("lang")
-        key = request.accepted_media_type, lang if lang in dict(settings.LANGUAGES) else None
+        # by the renderer, not the Accept header as sent: its parameters are the client's to vary
+        key = request.accepted_renderer.format, lang if lang in dict(settings.LANGUAGES) else None
         if key not in self._rendered:
             response = super().get(request, *args, **kwargs)
             response.accepted_renderer, response.accepted_media_type = request.accepted_renderer, request.accepted_media_type

@@ -83,7 +83,7 @@ def _broken_off(what: str) -> Iterator[None]:
         yield
     except aiohttp.ClientError as error:
         raise UpstreamUnavailable(f"The model server broke off the {what}: {error!r}") from None
-    except ValueError as error:  # not JSON, or not UTF-8: a proxy's page, a server half up
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:  # a proxy's page, a server half up
         raise UpstreamUnavailable(f"The model server's {what} could not be read: {error}") from None
 
 

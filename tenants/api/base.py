@@ -36,17 +36,21 @@ class Page(CursorPagination):
         return super().paginate_queryset(queryset, request, view)
 
     def decode_cursor(self, request):
+        refused = ValidationError({"cursor": ["Not a cursor this API gave out: use `next` or `previous` as given."]})
         try:
             cursor = super().decode_cursor(request)
-            # The position goes into the query as it came: one its field cannot read would fail
-            # the query (a 500), and a NUL would fail it on PostgreSQL.
-            if cursor is not None and cursor.position is not None:
-                if "\x00" in cursor.position:
-                    raise NotFound
+        except NotFound:  # DRF's answer to a cursor it cannot read; the request is what is wrong
+            raise refused from None
+        # The position goes into the query as it came: one its field cannot read would fail the
+        # query (a 500), and a NUL would fail it on PostgreSQL.
+        if cursor is not None and cursor.position is not None:
+            if "\x00" in cursor.position:
+                raise refused
+            try:
                 self.model._meta.get_field(self.ordering[0].lstrip("-")).to_python(cursor.position)
-            return cursor
-        except (NotFound, DjangoValidationError):  # DRF's answer to a cursor it cannot read; the request is what is wrong
-            raise ValidationError({"cursor": ["Not a cursor this API gave out: use `next` or `previous` as given."]}) from None
+            except DjangoValidationError:
+                raise refused from None
+        return cursor
 
 
 def pages_ordered_by(field: str) -> type[Page]:

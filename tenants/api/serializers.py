@@ -113,6 +113,8 @@ class MemberSerializer(serializers.Serializer):
     email = serializers.EmailField(source="user.email")
     role = serializers.ChoiceField(choices=Role.choices)
     created_at = serializers.DateTimeField()
+    joined_at = serializers.DateTimeField(allow_null=True, help_text="Null until the person accepts: a membership added to an "
+                                                                     "account that already has a password waits for its link.")
 
 
 class MemberInvitedSerializer(MemberSerializer):

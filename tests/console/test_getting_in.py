@@ -110,6 +110,39 @@ def test_an_admin_of_one_organization_cannot_reset_a_password_another_relies_on(
     assert Client().post("/console/login/", {"username": shared.email, "password": PASSWORD}).status_code == 302
 
 
+def test_an_account_made_by_one_organization_reaches_another_only_once_its_person_joins_with_the_link(acme, globex, acme_admin):
+    """Globex's admin makes an account for acme's CFO first and sets its password through
+    globex's link; when acme adds the CFO, that password alone must not open acme."""
+    added = globex.client_with_role(Role.ADMIN).post("/api/v1/members", {"email": "cfo@acme.example", "role": "viewer"}, format="json")
+    squatter, entered = accept(added.json()["invitation_url"])
+    assert entered.status_code == 302  # globex alone decided that account: allowed
+    page = acme_admin.client.post("/console/members/", {"email": "cfo@acme.example", "role": "admin"})
+    link = page.content.decode().split('id="invitation-url">')[1].split("<")[0]
+    member = Membership.objects.for_org(acme.org).get(user__username="cfo@acme.example")
+    assert member.joined_at is None
+    assert squatter.post("/console/switch/", {"org": str(acme.org.pk)}).status_code == 404
+    assert squatter.get("/api/v1/organization").json()["org"] == globex.org.slug
+    landing = Client().get(path_of(link)).content.decode()  # not logged in: told to log in, then come back
+    assert "log in" in landing and f"next={path_of(link)}" in landing.replace("%2F", "/")
+    joining = squatter.get(path_of(link)).content.decode()  # only with acme's link, logged in as the account
+    assert "Join Acme" in joining
+    joined = squatter.post(path_of(link), {"join": "1"})
+    assert joined.status_code == 302 and joined["Location"] == "/console/"
+    member.refresh_from_db()
+    assert member.joined_at is not None
+    assert AuditEvent.objects.for_org(acme.org).filter(action="member.join", target="cfo@acme.example").exists()
+
+
+def test_a_link_to_join_is_for_its_own_account_only(acme, globex, acme_admin):
+    other = person(globex, Role.ADMIN, email="someone@globex.example")
+    person(globex, Role.VIEWER, email="cfo@acme.example")
+    page = acme_admin.client.post("/console/members/", {"email": "cfo@acme.example", "role": "viewer"})
+    link = page.content.decode().split('id="invitation-url">')[1].split("<")[0]
+    refused = other.client.post(path_of(link), {"join": "1"}, follow=True)
+    assert "This link is for cfo@acme.example" in refused.content.decode()
+    assert Membership.objects.for_org(acme.org).get(user__username="cfo@acme.example").joined_at is None
+
+
 def test_an_admin_of_one_organization_cannot_take_over_an_owner_who_never_set_a_password(acme, globex):
     """create_org's owner has no password until someone sets one: a link of another
     organization that added them must not be the one that does."""

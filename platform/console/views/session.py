@@ -10,11 +10,12 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views import View
 
 from console.access import SESSION_ORG, principal_of
 from tenants.errors import Conflict, InvalidInput, NotFound
-from tenants.invitations import invitation_accept, invitation_pending
+from tenants.invitations import invitation_accept, invitation_join, invitation_pending
 from tenants.organizations import membership_principal
 
 
@@ -73,6 +74,8 @@ class InvitationAccept(View):
         return self._page(request, token, PasswordForm())
 
     def post(self, request, token):
+        if "join" in request.POST:
+            return self._join(request, token)
         form = PasswordForm(request.POST)
         if form.is_valid():
             try:
@@ -92,12 +95,30 @@ class InvitationAccept(View):
                 return redirect("console:home")
         return self._page(request, token, form)
 
+    def _join(self, request, token):
+        """Logged in with the password they have, the person accepts their membership."""
+        if not request.user.is_authenticated:
+            return redirect(f"{reverse('console:login')}?next={request.path}")
+        try:
+            membership = invitation_join(token=token, user=request.user)
+        except Conflict as error:
+            messages.error(request, error.message)
+            return redirect(request.path)
+        except NotFound as error:
+            raise Http404(error.message) from None
+        request.session[SESSION_ORG] = str(membership.org_id)
+        messages.success(request, f"Welcome to {membership.org.name}.")
+        return redirect("console:home")
+
     def _page(self, request, token, form):
         try:
             pending = invitation_pending(token=token)
         except NotFound as error:
             raise Http404(error.message) from None
-        return render(request, "console/invitation.html", {"pending": pending, "invitation": pending.invitation, "form": form})
+        membership = pending.invitation.membership
+        joining = request.user.is_authenticated and request.user.pk == membership.user_id and membership.joined_at is None
+        return render(request, "console/invitation.html", {"pending": pending, "invitation": pending.invitation, "form": form,
+                                                           "joining": joining})
 
 
 class SwitchOrganization(View):
