@@ -6,7 +6,7 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -236,6 +236,19 @@ def api_key_well_formed(raw_key: str) -> bool:
     """Whether `raw_key` could be a key this platform made (api_key_create), told without the
     database: what is not needs no lookup."""
     return len(raw_key) == KEY_LENGTH and raw_key.startswith(KEY_PREFIX) and _KEY_BODY.fullmatch(raw_key, len(KEY_PREFIX)) is not None
+
+
+def api_key_hash(raw_key: str) -> str:
+    return _hash(raw_key)
+
+
+def api_key_hashes(*, created_since: datetime | None = None) -> list[str]:
+    """The hashes of the keys in use, every organization's, or of those made since
+    `created_since`: authentication's one lookup across organizations, in bulk."""
+    keys = ApiKey.objects.across_orgs().filter(revoked_at__isnull=True)
+    if created_since is not None:
+        keys = keys.filter(created_at__gte=created_since)
+    return list(keys.values_list("key_hash", flat=True))
 
 
 def api_key_authenticate(raw_key: str) -> Principal | None:

@@ -24,17 +24,17 @@ log = logging.getLogger(__name__)
 
 THREADS = 4
 _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="gateway-db")
-# Keys the gateway has not seen work are looked up here, one at a time: a flood of unknown keys
-# (anyone can send one) queues behind itself, not ahead of other organizations' recordings.
-_stranger_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-db-strangers")
+# The keys there are, read in bulk (keys.py) on a thread of their own: never behind, nor in front
+# of, the recordings.
+_key_reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-db-keys")
 
 
 async def in_db_thread(function: Callable[..., T], *args) -> T:
     return await asyncio.get_running_loop().run_in_executor(_pool, functools.partial(_run, function, *args))
 
 
-async def in_stranger_lane(function: Callable[..., T], *args) -> T:
-    return await asyncio.get_running_loop().run_in_executor(_stranger_lane, functools.partial(_run, function, *args))
+async def in_key_reads_thread(function: Callable[..., T], *args) -> T:
+    return await asyncio.get_running_loop().run_in_executor(_key_reads, functools.partial(_run, function, *args))
 
 
 def _run(function: Callable[..., T], *args) -> T:
@@ -59,4 +59,4 @@ def close_connections() -> None:
 
     for future in [_pool.submit(close) for _ in range(THREADS)]:
         future.result()
-    _stranger_lane.submit(connections.close_all).result()
+    _key_reads.submit(connections.close_all).result()

@@ -28,10 +28,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from serving.gateway import upstream
-from serving.gateway.database import in_db_thread, in_stranger_lane
+from serving.gateway.database import in_db_thread
+from serving.gateway.keys import KeyHashes
 from serving.gateway.limits import Admission, Limiter, RateLimited, SharedLimiter, retry_after_header
 from serving.gateway.protocol import (
-    DatabaseUnavailable, GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, StorageQuotaExceeded, TaskNotFound,
+    GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, StorageQuotaExceeded, TaskNotFound,
     TooManyRequests, Unauthenticated, UpstreamUnavailable, client_view, request_parse, upstream_body,
 )
 from serving.gateway.recorder import GroupRecorder
@@ -297,27 +298,18 @@ async def _authenticated(headers: Headers) -> Organization:
     return principal.org
 
 
-# A key that worked within this time is looked up with everyone's database work when its second
-# in the cache is over; any other waits in the strangers' lane, at most this many at once.
-KNOWN_KEY_S, STRANGERS_WAITING = 600.0, 64
-_known_keys: TtlCache[bool] = TtlCache(ttl_s=KNOWN_KEY_S)
-_strangers_waiting = 0
+@functools.cache
+def key_hashes() -> KeyHashes:
+    return KeyHashes()
 
 
 async def _looked_up_key(raw_key: str) -> Principal | None:
-    global _strangers_waiting
-    if _known_keys.peek(raw_key):
-        principal = await in_db_thread(_principal_of, raw_key)
-    elif _strangers_waiting >= STRANGERS_WAITING:  # a flood of keys never seen: the newest wait no longer
-        raise DatabaseUnavailable("Too many unknown API keys are being checked at once; try again shortly.")
-    else:
-        _strangers_waiting += 1
-        try:
-            principal = await in_stranger_lane(_principal_of, raw_key)
-        finally:
-            _strangers_waiting -= 1
-    if principal is not None:
-        _known_keys.put(raw_key, True)
+    """A key of the hashes there are, from the database; any other is no key (keys.py)."""
+    if not await key_hashes().may_exist(raw_key):
+        return None
+    principal = await in_db_thread(_principal_of, raw_key)
+    if principal is None:  # revoked, or its organization deleted, since the hashes were read
+        key_hashes().forget(raw_key)
     return principal
 
 

@@ -4,6 +4,7 @@ at once (the gateway's own work is what is under test); the gateway runs under u
 real database."""
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import socket
@@ -14,10 +15,11 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from serving.gateway import upstream, views
+from serving.gateway import keys, upstream, views
 from serving.gateway.protocol import UpstreamUnavailable
 from serving.models import TrafficLimits
-from tenants.models import Interaction
+from tenants.models import ApiKey, Interaction, Role
+from tenants.organizations import api_key_create
 
 BODY = {"model": "default", "messages": [{"role": "user", "content": "hi"}]}
 PROMPT_IDS = [1, 2, 3]
@@ -79,8 +81,9 @@ def stand_in(monkeypatch) -> StandIn:
 def gateway(gateway_server, settings, transactional_db, stand_in) -> str:
     settings.SERVING_BASE_MODEL_NAME = "demo-base"
     views.limiter.cache_clear()
-    for cache in (views._principals, views._known_keys, views._limits, views._over_quota):
+    for cache in (views._principals, views._limits, views._over_quota):
         cache._entries.clear()
+    views.key_hashes.cache_clear()
     yield gateway_server
     views.limiter.cache_clear()
 
@@ -89,34 +92,48 @@ def post(gateway: str, key: str, body: dict = BODY, **kwargs) -> httpx.Response:
     return httpx.post(f"{gateway}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30, **kwargs)
 
 
-def test_keys_that_are_not_keys_never_reach_the_database_and_unknown_ones_wait_in_a_lane_of_their_own(gateway, acme, monkeypatch):
+def counted(monkeypatch, module, name: str) -> list[str]:
+    """The names of the functions run through `module.name`, a hop to a database thread."""
+    calls, hop = [], getattr(module, name)
+
+    async def counting(function, *args):
+        calls.append(getattr(function, "__name__", "lambda"))
+        return await hop(function, *args)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def made_up(key: str) -> str:
+    """A key of the right shape that no one made."""
+    return key[:-4] + ("AAAA" if not key.endswith("AAAA") else "BBBB")
+
+
+def test_keys_that_are_not_keys_are_refused_on_the_event_loop(gateway, acme, monkeypatch):
     """Anyone can send a key: the shared database threads also write every organization's
     recordings, and a flood of unknown keys on them delayed everyone's completions."""
-    everyone, strangers, looked_up = [], [], views.in_db_thread
-
-    async def on_shared_threads(function, *args):
-        everyone.append(function.__name__)
-        return await looked_up(function, *args)
-
-    monkeypatch.setattr(views, "in_db_thread", on_shared_threads)
-    monkeypatch.setattr(views, "in_stranger_lane", lambda function, *args: strangers.append(function.__name__) or looked_up(function, *args))
+    assert post(gateway, acme.key).status_code == 200  # the hashes of the keys there are, read once
+    shared, reads = counted(monkeypatch, views, "in_db_thread"), counted(monkeypatch, keys, "in_key_reads_thread")
     for key in ("not-even-a-key", "osk_short", acme.key + "x", "osk_" + "!" * 43):
         assert post(gateway, key).status_code == 401
-    assert everyone == strangers == []  # told by their shape, on the event loop
-    unknown = acme.key[:-1] + ("A" if acme.key[-1] != "A" else "B")
-    assert post(gateway, unknown).status_code == 401 and post(gateway, acme.key).status_code == 200
-    assert everyone.count("_principal_of") == 0 and strangers == ["_principal_of", "_principal_of"]
-    views._principals.forget(acme.key)  # its second in the cache is over: a key that worked goes with everyone's work
-    assert post(gateway, acme.key).status_code == 200 and everyone.count("_principal_of") == 1 and len(strangers) == 2
+    assert shared == reads == []  # told by their shape
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(lambda number: post(gateway, made_up(acme.key)[:-2] + f"{number:02d}").status_code, range(48)))
+    assert statuses == [401] * 48 and shared == []
+    # misses at the same time share a read of the newest keys, at most one each NEWEST_EVERY_S
+    assert len(reads) <= (time.monotonic() - started) / keys.NEWEST_EVERY_S + 2
 
 
-def test_a_flood_of_unknown_keys_is_answered_503_past_the_lanes_queue_not_queued_without_end(gateway, acme, monkeypatch):
-    monkeypatch.setattr(views, "STRANGERS_WAITING", 0)
-    unknown = acme.key[:-1] + ("A" if acme.key[-1] != "A" else "B")
-    refused = post(gateway, unknown)
-    assert refused.status_code == 503 and refused.json()["error"]["code"] == "database_unavailable"
-    views._known_keys.put(acme.key, True)  # a key that worked is not a stranger
+def test_a_key_made_a_moment_ago_works_at_once_and_a_revoked_one_stops(gateway, acme, monkeypatch):
     assert post(gateway, acme.key).status_code == 200
+    _, fresh = api_key_create(org=acme.org, name="fresh", role=Role.VIEWER, actor="test")
+    assert post(gateway, fresh).status_code == 200  # made after the hashes were read: the next read has it
+    acme.client.delete(f"/api/v1/api-keys/{ApiKey.objects.for_org(acme.org).get(name='fresh').pk}")
+    views._principals.forget(fresh)  # its second in the cache is over
+    assert post(gateway, fresh).status_code == 401
+    shared = counted(monkeypatch, views, "in_db_thread")
+    assert post(gateway, fresh).status_code == 401 and shared == []  # dropped from the hashes: no more lookups
 
 
 def test_a_request_that_fails_upstream_is_charged_what_its_prompt_costs(gateway, acme, stand_in):

@@ -1,0 +1,61 @@
+"""Which bearer keys could be keys at all, told without a database query per request.
+
+Anyone can send a key, and every lookup of one that does not exist would cost a round trip on
+the threads that also write every organization's recordings. So each gateway process keeps the
+hashes of the keys there are (every 10 minutes all keys in use; between those, the ones made in
+the last minute, read at most every 50 ms on a thread of their own), and a key whose hash is not
+among them is refused on the event loop. A made-up key then costs a set lookup; a key made a
+moment ago waits for the next read of the newest; misses at the same time share one read.
+
+Stale in one direction only: a revoked key, or a deleted organization's, stays here until the
+next full read, and its own lookup says no (then it is dropped at once).
+"""
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.utils import timezone
+
+from serving.gateway.database import in_key_reads_thread
+from tenants.organizations import api_key_hash, api_key_hashes
+
+RELOAD_S = 600.0  # every key in use, read again: revoked and deleted ones leave
+NEWEST_EVERY_S = 0.05  # at most this often, the keys made lately
+NEWEST_WINDOW = timedelta(minutes=1)  # "lately": wider than any commit's lag behind its key's created_at
+
+
+class KeyHashes:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self._hashes: set[str] = set()
+        self._loaded_at = -2 * RELOAD_S  # never
+        self._read_started = -NEWEST_EVERY_S  # of the last read that ended
+        self._reading: asyncio.Task | None = None
+
+    async def may_exist(self, raw_key: str) -> bool:
+        digest = api_key_hash(raw_key)
+        if digest in self._hashes and self.clock() - self._loaded_at < RELOAD_S:
+            return True
+        arrived = self.clock()
+        while self._read_started < arrived:  # a read that began before this miss may not see its key
+            if self._reading is None or self._reading.done():
+                self._reading = asyncio.get_running_loop().create_task(self._read())
+            await asyncio.shield(self._reading)
+        return digest in self._hashes
+
+    def forget(self, raw_key: str) -> None:
+        """A key here that its lookup found revoked or gone: refused on the loop from now on."""
+        self._hashes.discard(api_key_hash(raw_key))
+
+    async def _read(self) -> None:
+        await asyncio.sleep(max(0.0, self._read_started + NEWEST_EVERY_S - self.clock()))
+        started = self.clock()
+        if started - self._loaded_at >= RELOAD_S:
+            self._hashes = set(await in_key_reads_thread(api_key_hashes))
+            self._loaded_at = started
+        else:
+            since = timezone.now() - NEWEST_WINDOW
+            self._hashes.update(await in_key_reads_thread(lambda: api_key_hashes(created_since=since)))
+        self._read_started = started
