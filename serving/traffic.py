@@ -8,6 +8,7 @@ from django.db import transaction
 from serving.models import TrafficLimits
 from serving.policies import Limits
 from tenants.audit import audit_record
+from tenants.invitations import OPERATOR
 from tenants.locking import OrgRows
 from tenants.models import Organization
 from tenants.ranges import PolicyError, known_changes, settings_of
@@ -23,17 +24,25 @@ def traffic_limits_for(*, org: Organization) -> Limits:
 _limit_rows = OrgRows(lambda org_id: TrafficLimits.objects.for_org(org_id).values_list(*settings_of(Limits)))
 
 
-def traffic_limits_update(*, org: Organization, changes, actor: str, grant: bool = False) -> Limits:
-    """Set the named limits (null: back to the default), or refuse them all, naming each bad
-    one (PolicyError); audited. The gateway applies a change within a second.
+def traffic_limits_update(*, org: Organization, changes, actor: str) -> Limits:
+    """The organization's admins: set the named limits (null: back to the default), or refuse
+    them all, naming each bad one (PolicyError); audited. The gateway applies a change within a
+    second. A limit may go up to the deployment's default or what the operator granted, no
+    further: a limit is also every other organization's protection."""
+    return _changed(org, changes, actor, grant=False)
 
-    An organization's admins may lower a limit, and raise it again up to the deployment's default
-    or what the operator granted; more is the operator's to give (`grant`, `manage.py
-    traffic_limits`), since a limit is also every other organization's protection."""
+
+def traffic_limits_grant(*, org: Organization, changes) -> Limits:
+    """The platform's operator (`manage.py traffic_limits`): set the named limits, past the
+    defaults too, which then become the most the organization's admins may set; audited."""
+    return _changed(org, changes, OPERATOR, grant=True)
+
+
+def _changed(org: Organization, changes, actor: str, *, grant: bool) -> Limits:
     known_changes(Limits, changes)
     with transaction.atomic():
         row, _ = TrafficLimits.objects.for_org(org).select_for_update().get_or_create(org=org)
-        before = _own(row)
+        before = {**_own(row), "granted": row.granted}
         for name, value in changes.items():
             setattr(row, name, value)
         limits = _limits(row)  # refuses a value out of range before anything is saved
@@ -42,10 +51,11 @@ def traffic_limits_update(*, org: Organization, changes, actor: str, grant: bool
                            if value is not None and value > settings.GATEWAY_LIMITS[name]}
         else:
             _refuse_beyond_grant(row, changes)
-        if _own(row) != before or grant:
+        after = {**_own(row), "granted": row.granted}
+        if after != before:
             row.save()
             audit_record(org=org, actor=actor, action="traffic_limits.grant" if grant else "traffic_limits.update",
-                         before=before, after=_own(row))
+                         before=before, after=after)
     return limits
 
 

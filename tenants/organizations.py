@@ -113,16 +113,24 @@ def member_add(*, org: Organization, email: str, role: str, by: Principal) -> Me
     email = email.strip().lower()
     if Membership.objects.for_org(org).filter(user__username=email).exists():
         raise Conflict(f"{email} is already a member.")
-    if Membership.objects.for_org(org).count() >= settings.MAX_MEMBERS:
-        raise Conflict(f"The organization has {settings.MAX_MEMBERS} members, the most it may have: remove one first.")
-    user = user_for_email(email)
-    # Whoever holds the account's password may not be the person this organization means: it
-    # waits for them to accept its link, logged in. (An account without one is entered only
-    # through a link that may set it.)
-    joined = None if user.has_usable_password() else timezone.now()
-    membership = Membership.objects.create(org=org, user=user, role=role, joined_at=joined)
-    audit_record(org=org, actor=by.actor, action="member.add", target=user.email, after={"role": role})
+    with transaction.atomic():
+        _lock(org)  # two additions at once count one another
+        if Membership.objects.for_org(org).count() >= settings.MAX_MEMBERS:
+            raise Conflict(f"The organization has {settings.MAX_MEMBERS} members, the most it may have: remove one first.")
+        user = user_for_email(email)
+        # Whoever holds the account's password may not be the person this organization means: it
+        # waits for them to accept its link, logged in. (An account without one is entered only
+        # through a link that may set it.)
+        joined = None if user.has_usable_password() else timezone.now()
+        membership = Membership.objects.create(org=org, user=user, role=role, joined_at=joined)
+        audit_record(org=org, actor=by.actor, action="member.add", target=user.email, after={"role": role})
     return membership
+
+
+def _lock(org: Organization) -> None:
+    """Hold the organization's row until the transaction ends (PostgreSQL; SQLite's write
+    transactions hold the whole database already)."""
+    Organization.objects.select_for_update().filter(pk=org.pk).exists()
 
 
 def member_set_role(*, membership: Membership, role: str, by: Principal) -> Membership:
@@ -191,13 +199,15 @@ def _hash(raw_key: str) -> str:
 
 def api_key_create(*, org: Organization, name: str, role: str, actor: str,
                    minted_by: uuid.UUID | None = None) -> tuple[ApiKey, str]:
-    if ApiKey.objects.for_org(org).filter(revoked_at__isnull=True).count() >= settings.MAX_API_KEYS:
-        raise Conflict(f"The organization has {settings.MAX_API_KEYS} API keys in use, the most it may have: revoke one first.")
     raw_key = KEY_PREFIX + secrets.token_urlsafe(32)
-    api_key = ApiKey.objects.create(
-        org=org, name=name, role=role, prefix=raw_key[:12], key_hash=_hash(raw_key), created_by=actor, minted_by_id=minted_by,
-    )
-    audit_record(org=org, actor=actor, action="api_key.create", target=api_key.prefix, after={"name": name, "role": role})
+    with transaction.atomic():
+        _lock(org)
+        if ApiKey.objects.for_org(org).filter(revoked_at__isnull=True).count() >= settings.MAX_API_KEYS:
+            raise Conflict(f"The organization has {settings.MAX_API_KEYS} API keys in use, the most it may have: revoke one first.")
+        api_key = ApiKey.objects.create(
+            org=org, name=name, role=role, prefix=raw_key[:12], key_hash=_hash(raw_key), created_by=actor, minted_by_id=minted_by,
+        )
+        audit_record(org=org, actor=actor, action="api_key.create", target=api_key.prefix, after={"name": name, "role": role})
     return api_key, raw_key
 
 

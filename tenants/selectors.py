@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import Avg, Count, Exists, F, OuterRef, QuerySet, Subquery
+from django.db.models import Avg, Count, Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Length, Substr, Trunc
 from django.db.models.lookups import GreaterThan
 
@@ -20,8 +20,18 @@ def members_list(*, org: Organization) -> QuerySet[Membership]:
     return Membership.objects.for_org(org).select_related("user").order_by("pk")
 
 
-def api_keys_list(*, org: Organization) -> QuerySet[ApiKey]:
-    return ApiKey.objects.for_org(org).order_by("created_at")
+REVOKED_KEYS_LISTED = 100  # the newest revoked: keys in use are capped (settings.MAX_API_KEYS), revoked ones are not
+
+
+def api_keys_list(*, org: Organization) -> list[ApiKey]:
+    """The keys in use, then the most recently revoked, oldest first."""
+    keys = ApiKey.objects.for_org(org)
+    revoked = keys.filter(revoked_at__isnull=False).order_by("-revoked_at").values("pk")[:REVOKED_KEYS_LISTED]
+    return list(keys.filter(Q(revoked_at__isnull=True) | Q(pk__in=revoked)).order_by("created_at"))
+
+
+def api_keys_in_use(*, org: Organization) -> int:
+    return ApiKey.objects.for_org(org).filter(revoked_at__isnull=True).count()
 
 
 def interactions_list(*, org: Organization, filters: dict | None = None, feedback_type: str | None = None) -> QuerySet[Interaction]:

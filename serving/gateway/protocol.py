@@ -139,9 +139,10 @@ class GatewayError(Exception):
     type = "invalid_request_error"
     code: str | None = None
 
-    def __init__(self, message: str, *, param: str | None = None, retry_after: str | None = None):
+    def __init__(self, message: str, *, param: str | None = None, retry_after: str | None = None, model_worked: bool = False):
         super().__init__(message)
         self.message, self.param, self.retry_after = message, param, retry_after
+        self.model_worked = model_worked  # a model server spent work on the request before it failed: charged for
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}

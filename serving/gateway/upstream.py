@@ -82,7 +82,7 @@ def _broken_off(what: str) -> Iterator[None]:
     try:
         yield
     except aiohttp.ClientError as error:
-        raise UpstreamUnavailable(f"The model server broke off the {what}: {error!r}") from None
+        raise UpstreamUnavailable(f"The model server broke off the {what}: {error!r}", model_worked=True) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:  # a proxy's page, a server half up
         raise UpstreamUnavailable(f"The model server's {what} could not be read: {error}") from None
 
@@ -107,7 +107,8 @@ async def _send(body: dict, target: Target) -> tuple[Replica, aiohttp.ClientResp
                     rotation().refused(replica)
                 continue
             if isinstance(error, asyncio.TimeoutError):
-                raise UpstreamUnavailable(f"The model did not answer within {settings.SERVING_UPSTREAM_TIMEOUT_S} s.") from None
+                raise UpstreamUnavailable(f"The model did not answer within {settings.SERVING_UPSTREAM_TIMEOUT_S} s.",
+                                          model_worked=True) from None
             raise
         replica.answered = True
         return replica, response
@@ -158,7 +159,7 @@ def _client_error(refused: vllm_client.VllmError) -> Exception:
     """vLLM's refusal as the client's error: its 4xx (a prompt longer than the context, say)
     are the client's to fix; anything else is ours."""
     if refused.status in (400, 413, 422):
-        return InvalidRequest(refused.detail)
+        return InvalidRequest(refused.detail, model_worked=True)  # it read the request to refuse it (a prompt too long)
     log.error("vLLM answered %s: %s", refused.status, refused.detail)
     return UpstreamUnavailable(f"The model server failed ({refused.status}); retry shortly.")
 

@@ -85,12 +85,13 @@ class Call:
     started: float
     size: int  # of the request's body, in bytes
 
-    def charge(self, sample: Sample) -> int:
-        """The tokens the limiter charges: what vLLM counted, or where it failed before saying,
-        what a prompt of this size costs (about four bytes a token), since its work on the
-        request cannot be told from none: else a failure (a timeout after minutes of generation,
-        a prompt too long for the model) would be free, again and again."""
-        return sample.token_count() or self.size // 4
+    def charge(self, sample: Sample, *, model_worked: bool) -> int:
+        """The tokens the limiter charges: what vLLM counted; or where a model server worked on
+        the request and failed before saying (a timeout after minutes of generation, a prompt
+        too long for the model), what a prompt of this size costs, about four bytes a token:
+        else such failures would be free, again and again. A request no model server took (none
+        ready, one failing) costs nothing."""
+        return sample.token_count() or (self.size // 4 if model_worked else 0)
 
 
 async def chat_completions(request: Request) -> Response:
@@ -125,9 +126,10 @@ async def chat_completions(request: Request) -> Response:
         raise
     if call.request["stream"]:
         return await _streamed(call, admission, timing)
-    sample = Sample()
+    sample, model_worked = Sample(), False
     try:
         async with upstream.completion(upstream_body(call.request, served_name=call.target.name, org_id=call.org.pk), call.target) as completion:
+            model_worked = True
             payload = await completion.payload()
         timing.mark("model")
         sample = Sample.of_response(payload)
@@ -136,9 +138,10 @@ async def chat_completions(request: Request) -> Response:
         return JSONResponse(client_view(payload, request=call.request, interaction_id=call.interaction_id, served_name=call.target.name),
                             headers=timing.header())
     except GatewayError as error:
+        model_worked = model_worked or error.model_worked
         return error.response()
     finally:
-        admission.release(tokens=call.charge(sample))
+        admission.release(tokens=call.charge(sample, model_worked=model_worked))
 
 
 async def _streamed(call: Call, admission: Admission, timing: ServerTiming) -> Response:
@@ -150,13 +153,14 @@ async def _streamed(call: Call, admission: Admission, timing: ServerTiming) -> R
             upstream.completion(upstream_body(call.request, served_name=call.target.name, org_id=call.org.pk), call.target)
         )
     except BaseException as error:  # a client gone (CancelledError) too
-        admission.release(tokens=call.charge(Sample()))
+        admission.release(tokens=call.charge(Sample(), model_worked=getattr(error, "model_worked", False)))
         if isinstance(error, GatewayError):
             return error.response()
         raise
     timing.mark("model")
     relay = _relay(call, stack, completion, admission)
-    weakref.finalize(relay, _abandon, admission, stack, asyncio.get_running_loop())
+    # a stream dropped unread: the model server had begun it
+    weakref.finalize(relay, _abandon, admission, stack, asyncio.get_running_loop(), call.charge(Sample(), model_worked=True))
     return StreamingResponse(relay, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", **timing.header()})
 
@@ -164,19 +168,19 @@ async def _streamed(call: Call, admission: Admission, timing: ServerTiming) -> R
 _closing: set[asyncio.Task] = set()  # work left to finish after a client went; the loop holds its tasks weakly
 
 
-def _abandon(admission: Admission, stack: AsyncExitStack, loop: asyncio.AbstractEventLoop) -> None:
+def _abandon(admission: Admission, stack: AsyncExitStack, loop: asyncio.AbstractEventLoop, tokens: int) -> None:
     """A stream dropped before its first chunk is never iterated: give its slot back and
     close its upstream response, so that vLLM stops generating (no-ops after a full relay).
     The finalizer runs on whichever thread drops the stream (the garbage collector's, say),
     and the limiter belongs to the event loop: the work is handed to the loop."""
     try:
-        loop.call_soon_threadsafe(_give_back, admission, stack)
+        loop.call_soon_threadsafe(_give_back, admission, stack, tokens)
     except RuntimeError:  # the loop is closed: nothing can touch the limiter from it any more
         admission.release()
 
 
-def _give_back(admission: Admission, stack: AsyncExitStack) -> None:
-    admission.release()
+def _give_back(admission: Admission, stack: AsyncExitStack, tokens: int) -> None:
+    admission.release(tokens=tokens)
     _in_background(stack.aclose())
 
 
@@ -232,7 +236,7 @@ async def _relay(call: Call, stack: AsyncExitStack, completion: upstream.Complet
         log.exception("streamed completion %s failed", call.interaction_id)
         yield _event({"error": {"message": "The completion could not be recorded.", "type": "server_error", "param": None, "code": None}})
     finally:
-        admission.release(tokens=call.charge(sample))
+        admission.release(tokens=call.charge(sample, model_worked=True))
 
 
 def _event(payload: dict) -> bytes:
@@ -242,8 +246,9 @@ def _event(payload: dict) -> bytes:
 # Database work, on the gateway's database threads ------------------------------------------------------
 
 # Bodies up to this size are parsed on the event loop; a larger one on a thread of its own, one
-# at a time, since every other request would wait while it is read: large bodies queue behind
-# each other, not in front of the database threads' recordings.
+# at a time: large bodies queue behind each other, not in front of the database threads'
+# recordings. (The parser holds the interpreter while it reads, so the loop still pauses for it;
+# what bounds that is the tokens a failed one is charged, Call.charge.)
 PARSE_ON_LOOP_BYTES = 64 * 1024
 _large_bodies = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-parse")
 
@@ -255,10 +260,11 @@ async def _admitted(org: Organization, headers: Headers, body: bytes, started: f
     of admission), else on a database thread."""
     parsed = (_parsed(body) if len(body) <= PARSE_ON_LOOP_BYTES
               else await asyncio.get_running_loop().run_in_executor(_large_bodies, _parsed, body))
-    task_id = (parsed.get("metadata") or {}).get("task_id") or headers.get("X-Task-Id")
+    in_body = (parsed.get("metadata") or {}).get("task_id")
+    task_id, task_param = (in_body, "metadata") if in_body else (headers.get("X-Task-Id"), None)  # a header is no body parameter
     over_quota, target, task = _over_quota.peek(org.pk), target_known(org=org, model=parsed["model"], end_user=parsed.get("user")), None
     if over_quota is None or target is None or task_id:
-        target, task = await in_db_thread(_looked_up, org, parsed, task_id)
+        target, task = await in_db_thread(_looked_up, org, parsed, task_id, task_param)
     elif over_quota:
         raise StorageQuotaExceeded(over_quota)
     return Call(org=org, request=parsed, target=target, task=task, interaction_id=str(uuid.uuid4()), started=started,
@@ -274,15 +280,14 @@ def _parsed(body: bytes) -> dict:
         raise InvalidRequest("The request body is nested too deeply.") from None
 
 
-def _looked_up(org: Organization, parsed: dict, task_id: str | None) -> tuple[Target, BackgroundTask | None]:
+def _looked_up(org: Organization, parsed: dict, task_id: str | None, task_param: str | None) -> tuple[Target, BackgroundTask | None]:
     if over_quota := _over_quota.get(org.pk, lambda: _quota_read(org)):  # before the model's time is spent
         raise StorageQuotaExceeded(over_quota)
     try:
         target = target_resolve(org=org, model=parsed["model"], end_user=parsed.get("user"))
     except NotFound as error:
         raise ModelNotFound(error.message, param="model") from None
-    in_body = bool((parsed.get("metadata") or {}).get("task_id"))
-    return target, _task_of(org, task_id, param="metadata" if in_body else None)  # else the X-Task-Id header
+    return target, _task_of(org, task_id, param=task_param)
 
 
 async def _authenticated(headers: Headers) -> Organization:

@@ -33,7 +33,8 @@ class StandIn:
     """vLLM's answers (with token ids and logprobs, as the gateway asks for them), or a failure."""
 
     def __init__(self):
-        self.failure: Exception | None = None
+        self.failure: Exception | None = None  # after the model server took the request
+        self.unreached: Exception | None = None  # before any took it
         self.delay_s = 0.0
         self.calls = 0
 
@@ -71,6 +72,8 @@ def stand_in(monkeypatch) -> StandIn:
     @asynccontextmanager
     async def completion(body, target):
         model.calls += 1
+        if model.unreached:
+            raise model.unreached
         yield Completion()
 
     monkeypatch.setattr(upstream, "completion", completion)
@@ -147,9 +150,14 @@ def test_a_request_that_fails_upstream_is_charged_what_its_prompt_costs(gateway,
     assert stand_in.calls == 1
 
 
-def test_a_small_request_that_fails_upstream_costs_little(gateway, acme, stand_in):
-    stand_in.failure = UpstreamUnavailable("The model server is restarting.")
-    assert [post(gateway, acme.key).status_code for _ in range(5)] == [503] * 5  # a few dozen tokens each, of 200,000 a minute
+def test_a_request_no_model_server_took_costs_nothing(gateway, acme, stand_in):
+    """No replica ready, one failing: the platform's failure, not the organization's spending."""
+    TrafficLimits.objects.create(org=acme.org, tokens_per_minute=10_000)
+    stand_in.unreached = UpstreamUnavailable("No vLLM replica is ready right now; retry shortly.")
+    big = {**BODY, "messages": [{"role": "user", "content": "x" * 100_000}]}
+    assert [post(gateway, acme.key, big).status_code for _ in range(3)] == [503] * 3
+    stand_in.unreached = None
+    assert post(gateway, acme.key).status_code == 200
 
 
 def test_a_stream_its_client_dropped_is_recorded_with_its_prompts_tokens(gateway, acme, stand_in):

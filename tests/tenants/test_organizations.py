@@ -18,8 +18,8 @@ def test_create_org_prints_the_org_and_an_owner_key(db):
     created = create_org("--name", "Acme Corp", "--owner-email", "Boss@Acme.example")
     assert set(created) == {"org", "api_key"} and created["org"] == "acme-corp"
     client = api_client(created["api_key"])
-    assert client.get("/api/v1/members").json()[0] | {"id": 0, "created_at": 0} == {
-        "id": 0, "email": "boss@acme.example", "role": "owner", "created_at": 0
+    assert client.get("/api/v1/members").json()[0] | {"id": 0, "created_at": 0, "joined_at": 0} == {
+        "id": 0, "email": "boss@acme.example", "role": "owner", "created_at": 0, "joined_at": 0
     }
 
 

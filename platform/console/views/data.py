@@ -44,7 +44,7 @@ class Overview(Page):
             "rewards": training_selectors.rewards_per_run(org=org, since=since),
             "policy": privacy.policy_get(org=org),
             "members": selectors.members_list(org=org).count(),
-            "keys": selectors.api_keys_list(org=org).filter(revoked_at__isnull=True).count(),
+            "keys": selectors.api_keys_in_use(org=org),
             "used": used, "quota": quota, "used_share": used / quota if quota else 1.0,
         })
 

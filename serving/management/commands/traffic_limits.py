@@ -3,9 +3,8 @@ from dataclasses import asdict
 
 from django.core.management.base import BaseCommand, CommandError
 
-from serving.traffic import traffic_limits_for, traffic_limits_update
+from serving.traffic import traffic_limits_for, traffic_limits_grant
 from tenants.errors import DomainError
-from tenants.invitations import OPERATOR
 from tenants.models import Organization
 
 
@@ -26,8 +25,7 @@ class Command(BaseCommand):
         changes = {name: value for name in ("requests_per_minute", "tokens_per_minute", "max_concurrent")
                    if (value := options[name]) is not None}
         try:
-            limits = (traffic_limits_update(org=org, changes={k: None if v == "default" else v for k, v in changes.items()},
-                                            actor=OPERATOR, grant=True)
+            limits = (traffic_limits_grant(org=org, changes={name: None if value == "default" else value for name, value in changes.items()})
                       if changes else traffic_limits_for(org=org))
         except DomainError as error:
             raise CommandError(error.message) from None
