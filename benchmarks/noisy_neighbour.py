@@ -38,6 +38,7 @@ import json
 import multiprocessing
 import os
 import random
+import secrets
 import statistics
 import sys
 import time
@@ -119,9 +120,11 @@ def oversized(url: str, key: str):
 
 
 def wrong_key(url: str):
+    """Keys of a key's shape that no one made (a new one each time), and some of no key's shape."""
     async def send(client: httpx.AsyncClient, i: int) -> httpx.Response:
+        key = "not-a-key" if i % 4 == 0 else "osk_" + secrets.token_urlsafe(32)
         return await client.post(f"{url}/v1/chat/completions", json={"model": "default", "messages": []},
-                                 headers={"Authorization": "Bearer not-a-key"})
+                                 headers={"Authorization": f"Bearer {key}"})
 
     return send
 
@@ -181,8 +184,13 @@ def cores_busy(pids: dict[str, int], *, into: dict[str, list[float]]) -> Iterato
 
 
 def _figures(runs: list[Run]) -> dict:
+    errors: dict[int, int] = {}
+    for run in runs:
+        for status, count in run.statuses.items():
+            if not 200 <= status < 300:
+                errors[status] = errors.get(status, 0) + count
     return {f"p{q}_ms": round(statistics.median(run.percentile(q / 100) for run in runs), 1) for q in (50, 95, 99)} | {
-        "requests": sum(len(run.latencies_ms) for run in runs), "errors": sum(run.errors for run in runs)}
+        "requests": sum(len(run.latencies_ms) for run in runs), "errors": sum(errors.values()), "error_statuses": errors}
 
 
 def _phases(runs: list[Run]) -> dict:

@@ -2,10 +2,10 @@
 
 Anyone can send a key, and every lookup of one that does not exist would cost a round trip on
 the threads that also write every organization's recordings. So each gateway process keeps the
-hashes of the keys there are (every 10 minutes all keys in use; between those, the ones made in
-the last minute, read at most every 50 ms on a thread of their own), and a key whose hash is not
-among them is refused on the event loop. A made-up key then costs a set lookup; a key made a
-moment ago waits for the next read of the newest; misses at the same time share one read.
+hashes of the keys there are (every 10 minutes all keys in use; between those, the ones made
+since the read before, read at most every 50 ms on a thread of their own), and a key whose
+hash is not among them is refused on the event loop. A made-up key then costs a set lookup; a
+key made a moment ago waits for the next read; misses at the same time share one read.
 
 Stale in one direction only: a revoked key, or a deleted organization's, stays here until the
 next full read, and its own lookup says no (then it is dropped at once).
@@ -23,7 +23,7 @@ from tenants.organizations import api_key_hash, api_key_hashes
 
 RELOAD_S = 600.0  # every key in use, read again: revoked and deleted ones leave
 NEWEST_EVERY_S = 0.05  # at most this often, the keys made lately
-NEWEST_WINDOW = timedelta(minutes=1)  # "lately": wider than any commit's lag behind its key's created_at
+COMMIT_LAG = timedelta(minutes=1)  # more than any key's commit lags behind its created_at
 
 
 class KeyHashes:
@@ -32,6 +32,7 @@ class KeyHashes:
         self._hashes: set[str] = set()
         self._loaded_at = -2 * RELOAD_S  # never
         self._read_started = -NEWEST_EVERY_S  # of the last read that ended
+        self._read_wall = timezone.now()  # the same, in wall time: what the next read reads since
         self._reading: asyncio.Task | None = None
 
     async def may_exist(self, raw_key: str) -> bool:
@@ -51,11 +52,11 @@ class KeyHashes:
 
     async def _read(self) -> None:
         await asyncio.sleep(max(0.0, self._read_started + NEWEST_EVERY_S - self.clock()))
-        started = self.clock()
+        started, started_wall = self.clock(), timezone.now()
         if started - self._loaded_at >= RELOAD_S:
             self._hashes = set(await in_key_reads_thread(api_key_hashes))
             self._loaded_at = started
-        else:
-            since = timezone.now() - NEWEST_WINDOW
+        else:  # every key made since the last read began, and then some
+            since = self._read_wall - COMMIT_LAG
             self._hashes.update(await in_key_reads_thread(lambda: api_key_hashes(created_since=since)))
-        self._read_started = started
+        self._read_started, self._read_wall = started, started_wall

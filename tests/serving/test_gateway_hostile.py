@@ -9,6 +9,7 @@ import json
 import logging
 import socket
 import time
+from datetime import timedelta
 from contextlib import asynccontextmanager
 from urllib.parse import urlparse
 
@@ -137,6 +138,18 @@ def test_a_key_made_a_moment_ago_works_at_once_and_a_revoked_one_stops(gateway, 
     assert post(gateway, fresh).status_code == 401
     shared = counted(monkeypatch, views, "in_db_thread")
     assert post(gateway, fresh).status_code == 401 and shared == []  # dropped from the hashes: no more lookups
+
+
+def test_a_key_made_between_two_reads_is_found_however_long_after_it_is_first_used(gateway, acme, monkeypatch):
+    """Each read takes every key made since the read before: one made after the full read and
+    first used minutes later was refused until the next full read."""
+    monkeypatch.setattr(keys, "COMMIT_LAG", timedelta(0))  # so that the test need not wait a minute
+    assert post(gateway, acme.key).status_code == 200  # the full read
+    _, later = api_key_create(org=acme.org, name="later", role=Role.VIEWER, actor="test")
+    time.sleep(0.2)
+    assert post(gateway, made_up(acme.key)).status_code == 401  # a read of the newest, after `later` was made
+    time.sleep(0.2)
+    assert post(gateway, later).status_code == 200
 
 
 def test_a_request_that_fails_upstream_is_charged_what_its_prompt_costs(gateway, acme, stand_in):
