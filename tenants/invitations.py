@@ -107,16 +107,18 @@ def invitation_join(*, token: str, user) -> Membership:
         if membership.user_id != user.pk:
             raise Conflict(f"This link is for {membership.user.email}: log out, and log in as that account to use it.")
         _use(invitation)
-        Membership.objects.for_org(invitation.org).filter(pk=membership.pk, joined_at__isnull=True).update(joined_at=timezone.now())
         audit_record(org=invitation.org, actor=f"user:{user.email}", action="member.join", target=user.email)
     membership.refresh_from_db()
     return membership
 
 
 def _use(invitation: Invitation) -> None:
-    used = Invitation.objects.for_org(invitation.org).filter(pk=invitation.pk, accepted_at__isnull=True).update(accepted_at=timezone.now())
+    """Use the link up, and let its membership in (if it was waiting)."""
+    now = timezone.now()
+    used = Invitation.objects.for_org(invitation.org).filter(pk=invitation.pk, accepted_at__isnull=True).update(accepted_at=now)
     if used != 1:  # the same link, used twice at once
         raise NotFound("This invitation link was just used.")
+    Membership.objects.for_org(invitation.org).filter(pk=invitation.membership_id, joined_at__isnull=True).update(joined_at=now)
 
 
 def invitation_accept(*, token: str, password: str) -> Membership:
@@ -136,7 +138,6 @@ def invitation_accept(*, token: str, password: str) -> Membership:
         _use(invitation)
         user.set_password(password)
         user.save(update_fields=["password"])
-        Membership.objects.for_org(invitation.org).filter(pk=invitation.membership.pk, joined_at__isnull=True).update(joined_at=timezone.now())
         audit_record(org=invitation.org, actor=f"user:{user.email}", action="member.password_set", target=user.email)
     return invitation.membership
 

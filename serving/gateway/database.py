@@ -30,11 +30,15 @@ _key_reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-db-ke
 
 
 async def in_db_thread(function: Callable[..., T], *args) -> T:
-    return await asyncio.get_running_loop().run_in_executor(_pool, functools.partial(_run, function, *args))
+    return await _on(_pool, function, *args)
 
 
 async def in_key_reads_thread(function: Callable[..., T], *args) -> T:
-    return await asyncio.get_running_loop().run_in_executor(_key_reads, functools.partial(_run, function, *args))
+    return await _on(_key_reads, function, *args)
+
+
+async def _on(threads: ThreadPoolExecutor, function: Callable[..., T], *args) -> T:
+    return await asyncio.get_running_loop().run_in_executor(threads, functools.partial(_run, function, *args))
 
 
 def _run(function: Callable[..., T], *args) -> T:

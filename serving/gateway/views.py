@@ -176,7 +176,7 @@ def _abandon(admission: Admission, stack: AsyncExitStack, loop: asyncio.Abstract
     try:
         loop.call_soon_threadsafe(_give_back, admission, stack, tokens)
     except RuntimeError:  # the loop is closed: nothing can touch the limiter from it any more
-        admission.release()
+        admission.release(tokens=tokens)
 
 
 def _give_back(admission: Admission, stack: AsyncExitStack, tokens: int) -> None:
