@@ -54,6 +54,24 @@ def test_a_person_accepts_an_invitation_sets_a_password_and_lands_in_the_console
     assert acme.org.memberships.count() == 2
 
 
+def test_a_person_with_an_account_elsewhere_logs_in_and_joins_through_the_link(page: Page, live_server, screenshot):
+    """Their password opens what they joined; the new organization waits for them to accept."""
+    acme, globex = make_tenant("Acme"), make_tenant("Globex")
+    person(globex, Role.VIEWER, email="dana@acme.example")
+    out = io.StringIO()
+    call_command("invite", org="acme", email="dana@acme.example", role="admin", base_url=live_server.url, stdout=out)
+    link = json.loads(out.getvalue())["url"]
+    log_in(page, live_server.url, "dana@acme.example")
+    page.goto(link)
+    join = page.get_by_role("button", name="Join Acme")
+    expect(join).to_be_visible()
+    screenshot("invitation-join")
+    join.click()
+    expect(page.get_by_text("Welcome to Acme.")).to_be_visible()
+    expect(page.locator(".who .badge")).to_have_text("admin")
+    assert acme.org.memberships.get(user__username="dana@acme.example").joined_at is not None
+
+
 def test_log_in_and_out(page: Page, live_server, screenshot):
     acme = make_tenant("Acme")
     admin = person(acme, Role.ADMIN)
