@@ -49,7 +49,7 @@ def _does_the_task(function: Function, task: Task) -> bool:
     annotations.append((function.returns, task.returns))
     if any(given is not None and _dump(given) != _dump(_expression(hint)) for given, hint in annotations):
         return False
-    expected_body = ast.parse(task.body).body
+    expected_body = parse_code(task.body).body
     return [_dump(node) for node in _without_docstring(function.body)] == [_dump(node) for node in expected_body]
 
 
@@ -60,7 +60,7 @@ def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def _expression(source: str) -> ast.expr:
-    return ast.parse(source, mode="eval").body
+    return parse_code(source, mode="eval").body
 
 
 def _dump(node: ast.AST) -> str:

@@ -22,6 +22,7 @@ that is `correctness`'s business).
 
 import ast
 import re
+import threading
 import warnings
 from dataclasses import dataclass
 from enum import StrEnum
@@ -102,12 +103,17 @@ def parse_response(text: str) -> Response:
     return _edit(attributes, content) if tag == "edit" else _ask(attributes, content)
 
 
-def parse_code(code: str) -> ast.Module:
-    """`ast.parse` without its warnings (invalid escapes, ...): in untrusted code they are
-    no one's to read, and a `-W error` run must not turn them into crashes."""
-    with warnings.catch_warnings():
+# CPython 3.11's ast.parse is not safe across threads ("AST constructor recursion depth
+# mismatch", seen in CI under the demo's traffic threads), nor is catch_warnings.
+_PARSING = threading.Lock()
+
+
+def parse_code(code: str, mode: str = "exec") -> ast.AST:
+    """`ast.parse` one thread at a time, without its warnings (invalid escapes, ...): in
+    untrusted code they are no one's to read, and a `-W error` run must not turn them into crashes."""
+    with _PARSING, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ast.parse(code)
+        return ast.parse(code, mode=mode)
 
 
 def render_edit(file: str, code: str) -> str:
