@@ -108,6 +108,8 @@ def whole_cycles(gateway: str, tenants: list[Tenant], env: dict[str, str], cache
         persisted = next(c for c in state["canary_report"]["checks"] if c["name"] == "edit_persisted_rate")
         better = next(t for t in persisted["sequential"]["tests"] if t["claim"] == "better")  # the sequential test's state
         assert better["reached"] and better["log_likelihood_ratio"] >= better["boundary"]
+        live = {model["model"]: model for model in tenant.client.get("/api/v1/live-figures").json()["models"]}
+        assert live[state["adapter"]]["settled"] >= state["canary_report"]["candidate"]["interactions"]  # its arm, and on
         assert gateway_client(gateway, tenant.key).chat.completions.create(
             model="default", messages=[{"role": "user", "content": "hi"}], max_tokens=2).model == state["adapter"]
         run = tenant.client.get(f"/api/v1/training-runs/{state['training_run']}").json()

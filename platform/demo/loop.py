@@ -128,15 +128,17 @@ def main() -> None:
             for org in timed_out:
                 apis[org.name].put("/api/v1/canary-policy", {"max_hours": None})  # the default again
         final = traffic_round(url, orgs, "final", requests=args.requests, seed=args.cycles + 1, rounds=rounds, results=results)
+        live = {name: api.get("/api/v1/live-figures?days=1")["models"] for name, api in apis.items()}  # before the matrix's traffic
         serving = {org.name: apis[org.name].get("/api/v1/adapters") for org in orgs}
         matrix = measure_matrix(url, [org for org in orgs if org.name != NAIVE], serving)
         print("\n" + ab_table(base, final))
         print("\n" + matrix_table({**matrix, **{(name, name): final[name] for name in PERSONAS}}))
+        print("\n" + live_table(live))
         print("\n" + naive_table(history[NAIVE]))
         print("\n" + cycle_times(history))
         print(f"\n{time.monotonic() - started:.0f} s in all, of which {ready - started:.0f} s to start the platform "
               f"(building the base model when it is missing)")
-        write_results(results, results_document(rounds, base, final))
+        write_results(results, results_document(rounds, base, final, live))
         print(f"results: {results}")
         if args.keep:
             stay_up(url)
@@ -257,15 +259,17 @@ def ab_table(base: dict[str, OrgTraffic], final: dict[str, OrgTraffic]) -> str:
 
 
 def results_document(rounds: Sequence[tuple[str, dict[str, OrgTraffic]]], base: dict[str, OrgTraffic] | None = None,
-                     final: dict[str, OrgTraffic] | None = None) -> dict:
+                     final: dict[str, OrgTraffic] | None = None, live: dict[str, list[dict]] | None = None) -> dict:
     """The run's figures as plain data: per round and organization the rates per request (n of
-    them: the requests outside background tasks) and which versions served, and the A/B table
-    (empty until the final round, when base and final are given)."""
+    them: the requests outside background tasks) and which versions served, the A/B table
+    (empty until the final round, when base and final are given), and each model's figures on
+    its organization's live traffic as the platform counted them (`GET /api/v1/live-figures`)."""
     return {
         "format": RESULTS_FORMAT,
         "rounds": [{"label": label, "organizations": {name: _round_figures(t) for name, t in traffic.items()}}
                    for label, traffic in rounds],
         "ab": ab_figures(base, final) if base and final else [],
+        "live": live or {},
     }
 
 
@@ -323,6 +327,27 @@ def matrix_table(matrix: dict[tuple[str, str], OrgTraffic]) -> str:
         rows.append((owner, *(format_rate(matrix[owner, u].events.get("edit_persisted", 0), matrix[owner, u].requests) for u in users)))
     return ("edit-persisted rate of each organization's adapter on each organization's users "
             f"(own users: the final round; others: {MATRIX_REQUESTS} calls)\n" + _table(rows))
+
+
+def live_table(live: dict[str, list[dict]]) -> str:
+    """Each model on its organization's users over the whole run, as the platform counted them:
+    a served version's invalid tool calls against the base model's (the issue's bound: at most
+    2 points above it)."""
+    rows = [("organization", "model", "served", "outcome known", "edit persisted", "invalid tool calls")]
+    for org, models in live.items():
+        base = next((m for m in models if m["adapter"] is None), None)
+        for model in models:
+            invalid = _percent(model["tool_call_invalid_rate"])
+            if model["adapter"] and base and None not in (base["tool_call_invalid_rate"], model["tool_call_invalid_rate"]):
+                rise = 100 * (model["tool_call_invalid_rate"] - base["tool_call_invalid_rate"])
+                invalid += f" ({rise:+.1f} vs. base{', ABOVE base + 2' if rise > 2 else ''})"
+            rows.append((org, model["model"], str(model["served"]), str(model["settled"]), _percent(model["edit_persisted_rate"]), invalid))
+    return ("each model on its organization's users, the whole run (GET /api/v1/live-figures: the gateway's completions, "
+            "rates of those whose outcome is known)\n" + _table(rows))
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f} %"
 
 
 def naive_table(cycles: list[dict]) -> str:

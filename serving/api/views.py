@@ -1,7 +1,10 @@
 """Serving's part of the tenant API: the organization's adapter versions, deploying them by
-hand, alerts, and the gate and canary policies."""
+hand, how each model does on live traffic, alerts, and the gate and canary policies."""
+
+from datetime import timedelta
 
 from django.conf import settings
+from django.utils import timezone
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -10,11 +13,11 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from serving import alerts, canary, deployments, exports, gates, registry, selectors, traffic, uploads
+from serving import alerts, canary, deployments, exports, gates, live, registry, selectors, traffic, uploads
 from serving.models import AdapterVersion, Alert
 from serving.policies import CanaryPolicy, Limits, Thresholds
-from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by
-from tenants.api.serializers import policy_serializer
+from tenants.api.base import ERRORS, ListView, PolicyView, pages_ordered_by, validated
+from tenants.api.serializers import StrictSerializer, policy_serializer
 from tenants.errors import InvalidInput
 from tenants.models import Role
 
@@ -146,6 +149,51 @@ class AlertSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     acknowledged_at = serializers.DateTimeField(allow_null=True, help_text="Null while the alert is open.")
     acknowledged_by = serializers.CharField(allow_blank=True)
+
+
+class LiveFiguresQuerySerializer(StrictSerializer):
+    days = serializers.IntegerField(min_value=1, max_value=90, default=7, help_text="How far back to count (default 7).")
+
+
+class LiveModelSerializer(serializers.Serializer):
+    model = serializers.CharField(help_text="The served name: a version's, or the base model's.")
+    adapter = serializers.CharField(allow_null=True, help_text="Null for the base model.")
+    served = serializers.IntegerField(help_text="Completions the gateway served with it.")
+    settled = serializers.IntegerField(help_text="Of those, the ones whose outcome is known: what the rates are of.")
+    edit_persisted = serializers.IntegerField()
+    dissatisfied = serializers.IntegerField(help_text="Dissatisfied follow-ups.")
+    tool_call_invalid = serializers.IntegerField(help_text="Invalid tool calls, as the callers reported them.")
+    edit_persisted_rate = serializers.SerializerMethodField()
+    dissatisfied_rate = serializers.SerializerMethodField()
+    tool_call_invalid_rate = serializers.SerializerMethodField()
+    latency_mean_ms = serializers.FloatField(allow_null=True)
+
+    def get_edit_persisted_rate(self, figures) -> float | None:
+        return figures.rate(figures.edit_persisted)
+
+    def get_dissatisfied_rate(self, figures) -> float | None:
+        return figures.rate(figures.dissatisfied)
+
+    def get_tool_call_invalid_rate(self, figures) -> float | None:
+        return figures.rate(figures.tool_call_invalid)
+
+
+class LiveFiguresSerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    models = LiveModelSerializer(many=True, help_text="The base model first, then each version by number.")
+
+
+class LiveFiguresView(APIView):
+    @extend_schema(parameters=[LiveFiguresQuerySerializer], responses={200: LiveFiguresSerializer, **ERRORS},
+                   description="How each model that served the organization's users through the gateway did on them: "
+                               "completions served, and rates per completion whose outcome is known (an accepted edit's "
+                               "comes when it persisted or was reverted). The gates measure a candidate on their suite; "
+                               "this is what holds on live traffic, for as long as a version serves.")
+    def get(self, request):
+        days = validated(LiveFiguresQuerySerializer, dict(request.query_params.items()))["days"]
+        since = timezone.now() - timedelta(days=days)
+        figures = live.live_figures(org=request.auth.org, since=since)
+        return Response(LiveFiguresSerializer({"since": since, "models": figures}).data)
 
 
 @extend_schema_view(get=extend_schema(description="Reward-hacking detectors that fired; each blocked its candidate."))

@@ -11,7 +11,7 @@ from serving.sequential import Moments
 from serving.models import AdapterVersion, Alert
 from tenants.models import AuditEvent, Role
 from tests.console.conftest import person
-from tests.factories import make_tenant, registered_adapter
+from tests.factories import make_tenant, registered_adapter, served
 from tests.serving.gateway_calls import ask, gateway_client
 from training.models import Cycle, TrainingRun
 
@@ -116,6 +116,19 @@ def test_adapters_show_lineage_and_only_the_controls_their_status_allows(acme, a
     assert acme_admin.client.post(f"/console/adapters/{child.name}/promote/", follow=True).status_code == 200
     assert AdapterVersion.objects.for_org(acme.org).get(pk=child.pk).status == AdapterVersion.Status.BLOCKED
     assert "/promote/" not in acme_viewer.client.get("/console/adapters/").content.decode()
+
+
+def test_the_adapters_page_shows_how_each_model_does_on_live_traffic(acme, globex, acme_viewer):
+    for feedback in [("edit_accepted", "edit_persisted")] * 3 + [("tool_call_invalid",)]:
+        served(acme.org, adapter="acme@v1", feedback=feedback, latency_ms=120.0)
+    served(acme.org, feedback=("dissatisfied_followup",))
+    served(globex.org, adapter="globex@v1", feedback=("edit_persisted",))
+    page = acme_viewer.client.get("/console/adapters/").content.decode()
+    live = page.split("On live traffic")[1]
+    base_row, v1_row = live.split("the base model</strong>")[1].split("</tr>")[0], live.split("acme@v1</strong>")[1].split("</tr>")[0]
+    assert "100.0 %" in base_row  # its one known outcome was a dissatisfied follow-up
+    assert [cell.split("<")[0] for cell in v1_row.split('class="num">')[1:]] == ["4", "4", "75.0 %", "0.0 %", "25.0 %", "120 ms"]
+    assert "globex" not in live
 
 
 @pytest.mark.vllm

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from demo import loop
-from demo.loop import RESULTS_FORMAT, ab_table, matrix_table, results_document, write_results
+from demo.loop import RESULTS_FORMAT, ab_table, live_table, matrix_table, results_document, write_results
 from demo.traffic import OrgTraffic, wilson_interval
 from demo.traffic.stats import format_rate, latency_difference, rate_difference
 
@@ -72,7 +72,8 @@ def test_the_results_file_holds_every_round_of_every_organization_and_the_ab_row
                        clear_requests=240, persisted_on_clear=150)
     rounds = [("base model", {"acme": base}), ("cycle 1 (canaries live)", {"acme": final}), ("final", {"acme": final})]
     path = tmp_path / "run" / "results.json"
-    write_results(path, results_document(rounds, {"acme": base}, {"acme": final}))
+    live = {"acme": [live_model(None, 400, 14, 2), live_model("acme@v3", 280, 140, 6)]}
+    write_results(path, results_document(rounds, {"acme": base}, {"acme": final}, live))
     document = json.loads(path.read_text())
 
     assert document["format"] == RESULTS_FORMAT
@@ -87,6 +88,21 @@ def test_the_results_file_holds_every_round_of_every_organization_and_the_ab_row
     assert persisted["change"] == pytest.approx(0.465) and 0 < persisted["interval"][0] < 0.465 < persisted["interval"][1]
     assert (rows["edit persisted, clear prompts"]["final"], rows["edit persisted, clear prompts"]["final_n"]) == (0.625, 240)
     assert rows["background task success"]["final"] == 0.75 and rows["latency mean (ms)"]["change"] == pytest.approx(-10.0)
+    assert document["live"] == live
+
+
+def live_model(model: str | None, served: int, persisted: int, invalid: int) -> dict:
+    """A model as GET /api/v1/live-figures lists it, every outcome known."""
+    return {"model": model or "demo-base", "adapter": model, "served": served, "settled": served, "edit_persisted": persisted,
+            "edit_persisted_rate": persisted / served, "tool_call_invalid": invalid, "tool_call_invalid_rate": invalid / served}
+
+
+def test_the_live_table_marks_a_version_whose_invalid_calls_rose_past_the_base_models_by_two_points():
+    live = {"acme": [live_model(None, 400, 16, 2), live_model("acme@v1", 300, 90, 6), live_model("acme@v2", 200, 120, 6)]}
+    base, v1, v2 = live_table(live).splitlines()[2:]
+    assert "0.5 %" in base and "vs. base" not in base
+    assert v1.split()[1:5] == ["acme@v1", "300", "300", "30.0"] and "2.0 % (+1.5 vs. base)" in v1
+    assert "3.0 % (+2.5 vs. base, ABOVE base + 2)" in v2
 
 
 def test_a_run_stopped_before_its_final_round_still_leaves_the_rounds_it_ran(tmp_path):

@@ -1,6 +1,8 @@
 """The loop: cycles (with their gate report and canary, live while they run), adapter versions
 with their lineage (promote and roll back), and alerts (acknowledged by an admin)."""
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.http import FileResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -10,7 +12,7 @@ from django.utils import timezone
 from console.access import Confirmation, Confirmed, Page
 from console.charts import TRAINING_FIGURES, training_series
 from console.paging import page_of
-from serving import alerts, deployments, exports, registry
+from serving import alerts, deployments, exports, live, registry
 from serving import selectors as serving_selectors
 from serving.models import AdapterVersion
 from serving.verdicts import UNDECIDED
@@ -27,6 +29,8 @@ GATES = {  # a gate report's gates, as the cycle page heads their checks
     "hacking": "Reward-hacking detectors",
 }
 
+
+LIVE_DAYS = 7  # the adapters page's window of live traffic
 
 # A canary claim, as its check's row names it; "inferior" is the one that rolls back.
 CLAIMS = {"better": "better", "non_inferior": "within the margin", "inferior": "worse"}
@@ -112,7 +116,19 @@ class Adapters(Page):
         org = request.principal.org
         training = training_selectors.adapters_training(org=org)
         adapters = [(adapter, training.get(adapter.pk)) for adapter in serving_selectors.adapters_list(org=org)]
-        return render(request, "console/adapters.html", {"adapters": adapters, "route": serving_selectors.route_get(org=org)})
+        figures = live.live_figures(org=org, since=timezone.now() - timedelta(days=LIVE_DAYS))
+        return render(request, "console/adapters.html", {"adapters": adapters, "route": serving_selectors.route_get(org=org),
+                                                         "live": [_live_row(f) for f in figures], "live_days": LIVE_DAYS})
+
+
+def _live_row(figures: live.LiveFigures) -> dict:
+    """A model's live figures as the page shows them: each rate in % of the known outcomes."""
+    def percent(count: int) -> float | None:
+        rate = figures.rate(count)
+        return None if rate is None else 100 * rate
+
+    return {"figures": figures, "persisted": percent(figures.edit_persisted), "dissatisfied": percent(figures.dissatisfied),
+            "invalid": percent(figures.tool_call_invalid)}
 
 
 class AdapterDownload(Page):

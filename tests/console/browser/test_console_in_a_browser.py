@@ -249,6 +249,9 @@ def test_the_overview_plots_each_served_versions_hours(page: Page, live_server, 
     expect(page.locator("figure[data-figure=edit_persisted] canvas")).to_have_count(1)
     expect(page.locator("figure[data-figure=edit_persisted] .u-legend")).to_contain_text("acme@v1")
     screenshot("overview-plots")
+    page.goto(f"{live_server.url}/console/adapters/")
+    expect(page.get_by_role("row").filter(has_text="acme@v1")).to_contain_text("50.0 %")
+    screenshot("adapters-live")
 
 
 def test_a_cycle_page_labels_small_values_apart_and_shows_why_its_canary_waits(page: Page, live_server, screenshot):
