@@ -243,6 +243,18 @@ def test_a_replayed_example_teaches_only_what_beat_its_baseline():
     assert torch.equal(replayed, fresh.clamp(min=0) * torch.tensor([1, 1, 0, 0]) + fresh * torch.tensor([0, 0, 1, 1]))
 
 
+def test_a_fresh_example_below_its_baseline_is_scaled_by_the_negative_scale_and_a_replayed_one_still_teaches_nothing():
+    def example(reward: float, replayed: bool = False) -> Example:
+        return Example(prompt_ids=[1], completion_ids=[2], sampled_logprobs=[-1.0], reward=reward, group="a", replayed=replayed)
+
+    batch = [example(-1.0), example(1.0), example(-1.0, replayed=True), example(1.0)]
+    whole, halved = group_advantages(batch), group_advantages(batch, negative_scale=0.5)
+    assert torch.equal(halved, torch.where(whole < 0, whole * 0.5, whole)) and halved[0] < 0
+    assert halved[2] == 0 and torch.equal(halved[1::2], whole[1::2])
+    with pytest.raises(ValueError, match="negative_advantage_scale"):
+        TrainConfig(negative_advantage_scale=-0.5)
+
+
 def test_replayed_examples_that_teach_nothing_set_the_baseline_and_leave_the_run(base_model, examples, tmp_path):
     rewarded, punished = examples[: len(PROMPTS)], examples[len(PROMPTS):]
     replays = [replace(e, replayed=True, behaviour_is_incumbent=False) for e in rewarded[:2] + punished[:3]]

@@ -29,6 +29,7 @@ class TrainConfig:
     clip_ratio: float = 0.8
     kl_coef: float = 0.02  # weight of KL(policy || base model): the anchor against collapse and reward hacking
     max_importance_weight: float = 2.0  # truncation of the importance weights of off-policy examples
+    negative_advantage_scale: float = 1.0  # a below-baseline example's advantage is multiplied by this
     # Adapter: a fresh one only; an incumbent adapter keeps the shape it was saved with
     lora_rank: int = 8  # r
     lora_alpha: int = 16  # scale alpha / r
@@ -48,8 +49,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)}.")
         if not 0 < self.clip_ratio < 1:
             raise ValueError(f"clip_ratio must be between 0 and 1, not {self.clip_ratio}.")
-        if self.kl_coef < 0 or not 0 <= self.lora_dropout < 1:
-            raise ValueError("kl_coef must be non-negative and lora_dropout within [0, 1).")
+        if self.kl_coef < 0 or self.negative_advantage_scale < 0 or not 0 <= self.lora_dropout < 1:
+            raise ValueError("kl_coef and negative_advantage_scale must be non-negative and lora_dropout within [0, 1).")
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:n]', not {self.device!r}.")
 

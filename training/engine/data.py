@@ -31,7 +31,7 @@ class Example:
             raise ValueError(f"{len(self.completion_ids)} completion tokens but {len(self.sampled_logprobs)} sampled logprobs.")
 
 
-def group_advantages(examples: Sequence[Example]) -> torch.Tensor:
+def group_advantages(examples: Sequence[Example], *, negative_scale: float = 1.0) -> torch.Tensor:
     """One advantage per example: its reward minus its group's mean reward, divided by the
     standard deviation of those differences over all the examples.
 
@@ -45,6 +45,9 @@ def group_advantages(examples: Sequence[Example]) -> torch.Tensor:
     A replayed example's advantage is never below 0: an earlier run learnt from its failure
     already, while a success, rare at first, is worth learning from again (self-imitation
     learning's max(R - V, 0), Oh et al. 2018).
+
+    A fresh example below its baseline is scaled by `negative_scale` (TrainConfig's
+    negative_advantage_scale, see there).
     """
     rewards = torch.tensor([e.reward for e in examples], dtype=torch.float64)  # (N,)
     members: dict[Hashable, list[int]] = defaultdict(list)
@@ -59,6 +62,7 @@ def group_advantages(examples: Sequence[Example]) -> torch.Tensor:
     else:
         centered.zero_()
     replayed = torch.tensor([e.replayed for e in examples])  # (N,)
+    centered = torch.where(centered < 0, centered * negative_scale, centered)
     return centered.masked_fill(replayed & (centered < 0), 0.0).float()
 
 

@@ -125,7 +125,7 @@ def _setup(*, base_model_dir: Path, incumbent_adapter_dir: Path | None, examples
     optimizer = torch.optim.AdamW(trainable_parameters(policy).values(), lr=config.learning_rate, weight_decay=0.0)
     fingerprint = run_fingerprint(config=config, examples=examples, base_model_dir=base_model_dir, incumbent_adapter_dir=incumbent_adapter_dir)
     # Replayed examples that teach nothing (advantage 0) set their group's baseline, then leave.
-    advantages = group_advantages(examples)  # (N,)
+    advantages = group_advantages(examples, negative_scale=config.negative_advantage_scale)  # (N,)
     kept = [i for i, e in enumerate(examples) if not e.replayed or advantages[i] > 0]
     examples, advantages = [examples[i] for i in kept], advantages[kept]
     # Computed before a checkpoint is restored: the proximal policy is the incumbent, not the resumed weights.
