@@ -39,6 +39,18 @@ class LiveFigures:
     def rate(self, count: int) -> float | None:
         return count / self.settled if self.settled else None
 
+    @property
+    def edit_persisted_rate(self) -> float | None:
+        return self.rate(self.edit_persisted)
+
+    @property
+    def dissatisfied_rate(self) -> float | None:
+        return self.rate(self.dissatisfied)
+
+    @property
+    def tool_call_invalid_rate(self) -> float | None:
+        return self.rate(self.tool_call_invalid)
+
 
 def got(*kinds: str) -> Q:
     """Interactions that got feedback of any of these kinds: told by their own row
@@ -66,10 +78,10 @@ def live_figures(*, org: Organization, since: datetime) -> list[LiveFigures]:
     figures = [LiveFigures(model=row["adapter"] or settings.SERVING_BASE_MODEL_NAME, adapter=row["adapter"], served=row["served"],
                            settled=row["settled"], edit_persisted=row["persisted"], dissatisfied=row["dissatisfied"],
                            tool_call_invalid=row["invalid"], latency_mean_ms=row["latency"]) for row in rows]
-    return sorted(figures, key=lambda f: (f.adapter is not None, _version(f.adapter)))
+    return sorted(figures, key=lambda f: (f.adapter is not None, version_number(f.adapter or "")))
 
 
-def _version(name: str | None) -> int:
-    """`acme@v12` → 12: versions in the order they were made, not as strings."""
-    _, _, version = (name or "").rpartition("@v")
-    return int(version) if version.isdigit() else -1
+def version_number(name: str) -> int:
+    """`acme@v12` → 12, 0 for a name of no version: versions in the order they were made, not as strings."""
+    number = name.rpartition("@v")[2]
+    return int(number) if number.isdigit() else 0

@@ -9,6 +9,7 @@ A cycle's: its training run's figures per optimizer step.
 
 from datetime import datetime, timedelta
 
+from serving.live import version_number
 from tenants.selectors import PLOTTED_FEEDBACK, ServedPeriod
 from training.selectors import RunReward
 
@@ -61,10 +62,7 @@ def _titled(figures: dict[str, tuple[str, str]]) -> dict:
 
 def _version_order(name: str) -> tuple[int, int]:
     """The base model first, then versions by number (acme@v10 after acme@v9)."""
-    if name == BASE_MODEL:
-        return (0, 0)
-    number = name.rpartition("@v")[2]
-    return (1, int(number) if number.isdigit() else 0)
+    return (0, 0) if name == BASE_MODEL else (1, version_number(name))
 
 
 TRAINING_FIGURES = {  # key of the trainer's per_step -> (title, unit)

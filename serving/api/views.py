@@ -4,8 +4,8 @@ hand, how each model does on live traffic, alerts, and the gate and canary polic
 from datetime import timedelta
 
 from django.conf import settings
-from django.utils import timezone
 from django.http import FileResponse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers, status
@@ -163,19 +163,10 @@ class LiveModelSerializer(serializers.Serializer):
     edit_persisted = serializers.IntegerField()
     dissatisfied = serializers.IntegerField(help_text="Dissatisfied follow-ups.")
     tool_call_invalid = serializers.IntegerField(help_text="Invalid tool calls, as the callers reported them.")
-    edit_persisted_rate = serializers.SerializerMethodField()
-    dissatisfied_rate = serializers.SerializerMethodField()
-    tool_call_invalid_rate = serializers.SerializerMethodField()
+    edit_persisted_rate = serializers.FloatField(allow_null=True)
+    dissatisfied_rate = serializers.FloatField(allow_null=True)
+    tool_call_invalid_rate = serializers.FloatField(allow_null=True)
     latency_mean_ms = serializers.FloatField(allow_null=True)
-
-    def get_edit_persisted_rate(self, figures) -> float | None:
-        return figures.rate(figures.edit_persisted)
-
-    def get_dissatisfied_rate(self, figures) -> float | None:
-        return figures.rate(figures.dissatisfied)
-
-    def get_tool_call_invalid_rate(self, figures) -> float | None:
-        return figures.rate(figures.tool_call_invalid)
 
 
 class LiveFiguresSerializer(serializers.Serializer):

@@ -123,12 +123,11 @@ class Adapters(Page):
 
 def _live_row(figures: live.LiveFigures) -> dict:
     """A model's live figures as the page shows them: each rate in % of the known outcomes."""
-    def percent(count: int) -> float | None:
-        rate = figures.rate(count)
+    def percent(rate: float | None) -> float | None:
         return None if rate is None else 100 * rate
 
-    return {"figures": figures, "persisted": percent(figures.edit_persisted), "dissatisfied": percent(figures.dissatisfied),
-            "invalid": percent(figures.tool_call_invalid)}
+    return {"figures": figures, "persisted": percent(figures.edit_persisted_rate), "dissatisfied": percent(figures.dissatisfied_rate),
+            "invalid": percent(figures.tool_call_invalid_rate)}
 
 
 class AdapterDownload(Page):
