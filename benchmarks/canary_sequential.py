@@ -1,17 +1,22 @@
 """The sequential canary on simulated canaries: its error rates, and how soon it decides.
 
-    .venv/bin/python benchmarks/canary_sequential.py [--canaries 4000] [--horizon 2000] [--tick 10] [--seed 0] [--json]
+    .venv/bin/python benchmarks/canary_sequential.py [--regime early|late] [--canaries 4000] [--horizon 2000] [--tick 10] [--seed 0] [--json]
 
 Each simulated canary feeds `serving.canary.canary_decide`, the platform's own rule, `--tick`
 settled outcomes per arm between looks, and stops at its first decision or after `--horizon`
 outcomes per arm (the time limit). Each outcome is persisted, dissatisfied or neither, with the
-incumbent's rates of a demo organization early in its loop (persisted 10 %, dissatisfied 45 %),
-and a latency drawn from a log-normal (mean 1,000 ms, coefficient of variation 0.5).
+incumbent's rates of a demo organization at one stage of its loop (`--regime`), and a latency
+drawn from a log-normal (mean 1,000 ms, coefficient of variation 0.5):
+
+- early (the default): persisted 10 %, dissatisfied 45 %; a lift of the persisted rate takes
+  as much off the dissatisfied one, as the first cycles' candidates do;
+- late: persisted 60 %, dissatisfied 3 %, which a lift leaves as it is, as in the last cycles
+  of an 8-cycle demo run (docs/figures.md, run AA).
 
 - A/A (the candidate exactly the incumbent): the false-promotion and false-rollback rates, to
   hold at or under the policy's alpha (5 % by default).
-- True lifts of +5 and +15 points of edit-persisted rate (dissatisfied falling by as much):
-  the share promoted and the median settled outcomes per arm at the decision.
+- True lifts of +5 and +15 points of edit-persisted rate: the share promoted and the median
+  settled outcomes per arm at the decision.
 """
 
 import argparse
@@ -30,7 +35,6 @@ from serving.canary_rule import PROMOTE, ROLL_BACK, WAIT, Arm, canary_decide  # 
 from serving.policies import CanaryPolicy  # noqa: E402
 from serving.sequential import Moments  # noqa: E402
 
-PERSISTED, DISSATISFIED = 0.10, 0.45
 LATENCY_MS, LATENCY_CV = 1000.0, 0.5
 
 
@@ -42,6 +46,21 @@ class Scenario:
 
 
 SCENARIOS = (Scenario("A/A", 0.0), Scenario("+5 points", 0.05), Scenario("+15 points", 0.15))
+
+
+@dataclass(frozen=True)
+class Regime:
+    """The incumbent's rates, and how much of a lift the dissatisfied rate loses."""
+
+    persisted: float
+    dissatisfied: float
+    dissatisfied_follows: float  # dissatisfied falls by this times the lift
+
+    def candidate(self, scenario: Scenario) -> tuple[float, float]:
+        return self.persisted + scenario.lift, self.dissatisfied - self.dissatisfied_follows * scenario.lift
+
+
+REGIMES = {"early": Regime(0.10, 0.45, 1.0), "late": Regime(0.60, 0.03, 0.0)}
 
 
 class _Running:
@@ -66,24 +85,27 @@ class _Running:
         return Arm(self.n, self.persisted, self.dissatisfied, Moments(self.n, mean, max(self.squares / self.n - mean * mean, 0.0)))
 
 
-def simulate_canary(scenario: Scenario, *, policy: CanaryPolicy, horizon: int, tick: int, rng: random.Random) -> tuple[str, int]:
+def simulate_canary(scenario: Scenario, *, regime: Regime, policy: CanaryPolicy, horizon: int, tick: int,
+                    rng: random.Random) -> tuple[str, int]:
     """(decision, settled outcomes per arm when it was taken): "promote", "roll_back", or
     "expired" when the horizon came first."""
     candidate, incumbent = _Running(), _Running()
+    persisted, dissatisfied = regime.candidate(scenario)
     while candidate.n < horizon:
         for _ in range(tick):
-            candidate.add(rng, persisted=PERSISTED + scenario.lift, dissatisfied=DISSATISFIED - scenario.lift,
-                          latency_ms=LATENCY_MS * (1 + scenario.latency_rise))
-            incumbent.add(rng, persisted=PERSISTED, dissatisfied=DISSATISFIED, latency_ms=LATENCY_MS)
+            candidate.add(rng, persisted=persisted, dissatisfied=dissatisfied, latency_ms=LATENCY_MS * (1 + scenario.latency_rise))
+            incumbent.add(rng, persisted=regime.persisted, dissatisfied=regime.dissatisfied, latency_ms=LATENCY_MS)
         decision = canary_decide(candidate.arm(), incumbent.arm(), policy=policy, out_of_time=False).decision
         if decision != WAIT:
             return decision, candidate.n
     return "expired", candidate.n
 
 
-def simulate(scenario: Scenario, *, canaries: int, policy: CanaryPolicy, horizon: int, tick: int, seed: int) -> dict:
+def simulate(scenario: Scenario, *, regime: Regime, canaries: int, policy: CanaryPolicy, horizon: int, tick: int,
+             seed: int) -> dict:
     rng = random.Random(f"{seed}:{scenario.name}")
-    outcomes = [simulate_canary(scenario, policy=policy, horizon=horizon, tick=tick, rng=rng) for _ in range(canaries)]
+    outcomes = [simulate_canary(scenario, regime=regime, policy=policy, horizon=horizon, tick=tick, rng=rng)
+                for _ in range(canaries)]
     decided = [n for decision, n in outcomes if decision != "expired"]
     return {
         "scenario": scenario.name, "canaries": canaries,
@@ -96,6 +118,7 @@ def simulate(scenario: Scenario, *, canaries: int, policy: CanaryPolicy, horizon
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--regime", choices=sorted(REGIMES), default="early", help="the incumbent's rates (module docstring)")
     parser.add_argument("--canaries", type=int, default=4000, help="per scenario (default 4000)")
     parser.add_argument("--horizon", type=int, default=2000, help="settled outcomes per arm before the time limit (default 2000)")
     parser.add_argument("--tick", type=int, default=10, help="settled outcomes per arm between looks (default 10)")
@@ -103,11 +126,13 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     policy = CanaryPolicy()
-    rows = [simulate(s, canaries=args.canaries, policy=policy, horizon=args.horizon, tick=args.tick, seed=args.seed) for s in SCENARIOS]
+    regime = REGIMES[args.regime]
+    rows = [simulate(s, regime=regime, canaries=args.canaries, policy=policy, horizon=args.horizon, tick=args.tick, seed=args.seed) for s in SCENARIOS]
     if args.json:
-        print(json.dumps({"alpha": policy.alpha, "min_interactions": policy.min_interactions, "rows": rows}))
+        print(json.dumps({"regime": args.regime, "alpha": policy.alpha, "min_interactions": policy.min_interactions, "rows": rows}))
         return
-    print(f"alpha {policy.alpha}, at least {policy.min_interactions} per arm, a look every {args.tick} outcomes per arm, "
+    print(f"{args.regime}: incumbent persisted {regime.persisted:.0%}, dissatisfied {regime.dissatisfied:.0%}; "
+          f"alpha {policy.alpha}, at least {policy.min_interactions} per arm, a look every {args.tick} outcomes per arm, "
           f"time limit at {args.horizon} per arm, {args.canaries} canaries each")
     for row in rows:
         median = row["median_outcomes_to_decision"]
