@@ -29,7 +29,10 @@ class TrainConfig:
     clip_ratio: float = 0.8
     kl_coef: float = 0.02  # weight of KL(policy || base model): the anchor against collapse and reward hacking
     max_importance_weight: float = 2.0  # truncation of the importance weights of off-policy examples
-    negative_advantage_scale: float = 1.0  # a below-baseline example's advantage is multiplied by this
+    # A fresh below-baseline example's advantage is multiplied by this: pushing a sampled completion
+    # down spreads its mass over the tail, where late cycles' token-salad tool calls come from; at
+    # half, the worst invalid-call rate fell in nine of eleven persona-seeds (docs/figures.md).
+    negative_advantage_scale: float = 0.5
     # Adapter: a fresh one only; an incumbent adapter keeps the shape it was saved with
     lora_rank: int = 8  # r
     lora_alpha: int = 16  # scale alpha / r
