@@ -127,7 +127,8 @@ def main() -> None:
     args = parser.parse_args()
     policy = CanaryPolicy()
     regime = REGIMES[args.regime]
-    rows = [simulate(s, regime=regime, canaries=args.canaries, policy=policy, horizon=args.horizon, tick=args.tick, seed=args.seed) for s in SCENARIOS]
+    rows = [simulate(s, regime=regime, canaries=args.canaries, policy=policy, horizon=args.horizon, tick=args.tick, seed=args.seed)
+            for s in SCENARIOS]
     if args.json:
         print(json.dumps({"regime": args.regime, "alpha": policy.alpha, "min_interactions": policy.min_interactions, "rows": rows}))
         return

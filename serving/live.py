@@ -36,20 +36,20 @@ class LiveFigures:
     tool_call_invalid: int  # invalid tool calls, as the callers reported them
     latency_mean_ms: float | None
 
-    def rate(self, count: int) -> float | None:
+    def _rate(self, count: int) -> float | None:
         return count / self.settled if self.settled else None
 
     @property
     def edit_persisted_rate(self) -> float | None:
-        return self.rate(self.edit_persisted)
+        return self._rate(self.edit_persisted)
 
     @property
     def dissatisfied_rate(self) -> float | None:
-        return self.rate(self.dissatisfied)
+        return self._rate(self.dissatisfied)
 
     @property
     def tool_call_invalid_rate(self) -> float | None:
-        return self.rate(self.tool_call_invalid)
+        return self._rate(self.tool_call_invalid)
 
 
 def got(*kinds: str) -> Q:

@@ -13,9 +13,8 @@ from serving.sequential import Estimate, confidence_sequence, log_likelihood_rat
 A_A, PLUS_5, PLUS_15 = SCENARIOS
 
 
-def run(scenario, *, canaries: int, regime: str = "early", horizon: int = 600, **policy) -> dict:
-    return simulate(scenario, regime=REGIMES[regime], canaries=canaries, policy=CanaryPolicy(**policy), horizon=horizon, tick=20,
-                    seed=1)
+def run(scenario, *, canaries: int, regime: str = "early", **policy) -> dict:
+    return simulate(scenario, regime=REGIMES[regime], canaries=canaries, policy=CanaryPolicy(**policy), horizon=600, tick=20, seed=1)
 
 
 @pytest.mark.parametrize("regime, alpha", [("early", 0.05), ("early", 0.2), ("late", 0.2)])
@@ -71,4 +70,3 @@ def test_a_canary_reports_no_change_beyond_what_its_figure_allows():
     assert intervals["edit_persisted_rate"][1] == 1.0 and intervals["dissatisfied_rate"][0] == -1.0
     assert intervals["latency"][0] == -1.0
     assert all(-1.0 <= low <= high <= 1.0 for name, (low, high) in intervals.items() if name != "latency")
-
