@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from serving.canary import PROMOTE, ROLL_BACK, WAIT, CanaryPolicy, CanaryReport, canary_evaluate
 from serving.models import AdapterVersion
+from serving.sequential import Moments
 from tenants.models import Interaction
 from tests.factories import give, record, registered_adapter, served
 
@@ -220,3 +221,20 @@ def test_the_report_shows_each_arm_and_each_test(acme, candidate, started):
     for check in shown["checks"]:
         assert {"samples", "estimate", "tests"} <= check["sequential"].keys()
         assert all({"claim", "null", "log_likelihood_ratio", "boundary", "reached"} <= t.keys() for t in check["sequential"]["tests"])
+
+
+def test_an_arm_is_counted_in_the_database_with_its_latencies_moments(acme, candidate, started):
+    """The arm is one aggregate query (a tick costs the same however long the canary ran): its
+    counts and its latencies' mean and variance are those of the rows themselves, and a
+    completion with no latency recorded counts in the rates but not in the latency."""
+    latencies = [80.0, 95.5, 120.0, 1_800.0, 310.25]
+    for index, latency in enumerate(latencies):
+        served(acme.org, adapter=candidate.name, latency_ms=latency,
+               feedback=("edit_accepted", "edit_persisted" if index % 2 else "edit_reverted"))
+    served(acme.org, adapter=candidate.name, latency_ms=None, feedback=("dissatisfied_followup",))
+    measured = verdict(acme.org, candidate, started).candidate
+    expected = Moments.of(latencies)
+    assert (measured.interactions, measured.persisted, measured.dissatisfied) == (6, 2, 1)
+    assert measured.latency.n == expected.n == 5
+    assert measured.latency.mean == pytest.approx(expected.mean)
+    assert measured.latency.variance == pytest.approx(expected.variance)
