@@ -140,11 +140,19 @@ class Admission:
 
 # In Redis, shared by every gateway process -----------------------------------------------------------
 
+# Time is Redis's own (TIME), one clock for every gateway process: a host whose clock ran ahead
+# would otherwise hold back every other process's refills, and one behind would see the others'
+# leases as expired. A script's first ARGV is "now" only where a test drives the clock.
+_NOW = """
+local now = tonumber(ARGV[1])
+if not now then local t = redis.call('TIME'); now = tonumber(t[1]) + tonumber(t[2]) / 1000000 end
+"""
+
 # KEYS: the organization's buckets (a hash), its leases in flight (a sorted set by expiry).
-# ARGV: now, requests per minute, tokens per minute, max in flight, the slot's id, its expiry.
+# ARGV: now, requests per minute, tokens per minute, max in flight, the slot's id, its lease in s.
 # Returns {0} when admitted, else {1 in flight | 2 request rate | 3 token rate, seconds to wait}.
-_ADMIT = """
-local now, rpm, tpm, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+_ADMIT = _NOW + """
+local rpm, tpm, cap = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local b = redis.call('HMGET', KEYS[1], 'requests', 'tokens', 'updated')
 local requests, tokens, updated = tonumber(b[1]) or rpm, tonumber(b[2]) or tpm, tonumber(b[3]) or now
@@ -158,7 +166,7 @@ if redis.call('ZCARD', KEYS[2]) >= cap then return {1, '1'} end
 if requests < 1 then return {2, tostring((1 - requests) * 60 / rpm)} end
 if tokens <= 0 then return {3, tostring((1 - tokens) * 60 / tpm)} end
 redis.call('HSET', KEYS[1], 'requests', tostring(requests - 1))
-redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[6]), ARGV[5])
 redis.call('EXPIRE', KEYS[2], 86400)
 return {0, '0'}
 """
@@ -171,13 +179,19 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBYFLOAT', KEYS[1], '
 return 0
 """
 
+# KEYS: a slot's leases in flight; ARGV: now, the lease in s, the slot's id. Renews only a slot still there.
+_RENEW = _NOW + """
+return redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[3])
+"""
+
 
 class SharedLimiter:
     """The limits of every gateway process together, kept in Redis. While Redis cannot be
     reached, each process falls back to its own `Limiter` (the limits per process, not
     shared) rather than refusing every request."""
 
-    def __init__(self, url: str, *, lease_s: float = 30.0, clock: Callable[[], float] = time.time):
+    def __init__(self, url: str, *, lease_s: float = 30.0, clock: Callable[[], float] | None = None):
+        """`clock`: None keeps time on Redis's clock (_NOW); a test passes its own."""
         self.url, self.lease_s, self.clock = url, lease_s, clock
         self._process = uuid.uuid4().hex
         self._serial = itertools.count()
@@ -193,10 +207,9 @@ class SharedLimiter:
             raise _suspended()
         keys = (f"gateway:limits:{org_id}:buckets", f"gateway:limits:{org_id}:in-flight")
         slot = f"{self._process}:{next(self._serial)}"
-        now = self.clock()
         try:
             code, wait = await self._script(_ADMIT)(
-                keys=keys, args=(now, limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrent, slot, now + self.lease_s),
+                keys=keys, args=(self._now(), limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrent, slot, self.lease_s),
             )
         except RedisError as error:
             log.warning("Redis unreachable for the shared limits (%s); this process limits on its own for now", error)
@@ -230,6 +243,9 @@ class SharedLimiter:
         while self._releasing:
             await asyncio.wait(list(self._releasing))
 
+    def _now(self) -> float | str:
+        return "" if self.clock is None else self.clock()
+
     def _client(self) -> aioredis.Redis:
         if self._redis is None:
             self._redis = aioredis.Redis.from_url(self.url, socket_timeout=1.0, socket_connect_timeout=1.0)
@@ -254,11 +270,11 @@ class SharedLimiter:
             await self.renew()
 
     async def renew(self) -> None:
-        expiry = self.clock() + self.lease_s
+        renew = self._script(_RENEW)
         try:
             async with self._client().pipeline(transaction=False) as pipe:
                 for slot, (_, in_flight) in list(self._live.items()):
-                    pipe.zadd(in_flight, {slot: expiry}, xx=True)
+                    await renew(keys=(in_flight,), args=(self._now(), self.lease_s, slot), client=pipe)
                 await pipe.execute()
         except RedisError as error:
             log.warning("Could not renew the gateway's leases in Redis: %s", error)

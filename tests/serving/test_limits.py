@@ -3,6 +3,7 @@ the gateway process's own limiter and by the one shared through Redis, which kee
 rules across every gateway process and gives back the slots of a process that died."""
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -196,3 +197,26 @@ def test_without_redis_each_process_falls_back_to_its_own_limits(runner, clock):
     gateway.admit("acme", limits)
     with pytest.raises(RateLimited, match="in flight"):
         gateway.admit("acme", limits)
+
+
+def test_on_redis_clock_a_process_whose_clock_is_off_neither_starves_refills_nor_expires_leases(request, runner, monkeypatch):
+    """Without a test's clock, time is Redis's: a gateway host an hour ahead (or behind) sets no
+    lease and no bucket by its own clock, so the others' refills and leases are untouched."""
+    import redis
+
+    url = request.getfixturevalue("redis_url")
+    org = f"skew-{uuid.uuid4().hex}"
+    ahead = Gateway(SharedLimiter(url, lease_s=30), runner, org)
+    limits = Limits(requests_per_minute=60, tokens_per_minute=10**6, max_concurrent=5)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 3600)
+    held = ahead.admit("acme", limits)
+    runner.run(ahead.limiter.renew())
+    server = redis.Redis.from_url(url)
+    seconds, micros = server.time()
+    now = seconds + micros / 1e6
+    [(slot, expiry)] = server.zrange(f"gateway:limits:{org}-acme:in-flight", 0, -1, withscores=True)
+    assert now + 25 < expiry <= now + 31  # a lease from Redis's clock, not from the host's
+    assert float(server.hget(f"gateway:limits:{org}-acme:buckets", "updated")) == pytest.approx(now, abs=5)
+    held.release()
+    runner.run(ahead.limiter.close())
