@@ -6,8 +6,11 @@ above all.
 
 Only completions the gateway served count: a recording through the API names its adapter and
 latency itself, and any key may make one. An accepted edit's outcome is known only once it
-persisted or was reverted, hours later: rates are of the completions whose outcome is known
-("settled"), so that a version that served a moment ago is not judged before its outcomes arrive.
+persisted or was reverted, hours later: the rates of outcomes are of the completions whose outcome
+is known ("settled"), so that a version that served a moment ago is not judged before its outcomes
+arrive. Invalid tool calls are the exception: a caller reports one as soon as it fails to parse,
+so their rate is of every completion served; of the settled ones it would be overstated, since an
+invalid call settles at once and an accepted edit hours later.
 """
 
 from dataclasses import dataclass
@@ -30,14 +33,15 @@ class LiveFigures:
     model: str  # the served name: <org>@v<N>, or the base model's
     adapter: str | None  # None: the base model
     served: int  # completions the gateway served with it
-    settled: int  # of those, the ones whose outcome is known: what the rates are of
+    settled: int  # of those, the ones whose outcome is known: what the outcomes' rates are of
     edit_persisted: int
     dissatisfied: int  # dissatisfied follow-ups
-    tool_call_invalid: int  # invalid tool calls, as the callers reported them
+    tool_call_invalid: int  # invalid tool calls, as the callers reported them (at once: rated per served)
     latency_mean_ms: float | None
 
-    def _rate(self, count: int) -> float | None:
-        return count / self.settled if self.settled else None
+    def _rate(self, count: int, of: int | None = None) -> float | None:
+        of = self.settled if of is None else of
+        return count / of if of else None
 
     @property
     def edit_persisted_rate(self) -> float | None:
@@ -49,7 +53,7 @@ class LiveFigures:
 
     @property
     def tool_call_invalid_rate(self) -> float | None:
-        return self._rate(self.tool_call_invalid)
+        return self._rate(self.tool_call_invalid, of=self.served)
 
 
 def got(*kinds: str) -> Q:
@@ -73,7 +77,7 @@ def live_figures(*, org: Organization, since: datetime) -> list[LiveFigures]:
             .annotate(served=Count("pk"), settled=Count("pk", filter=SETTLED),
                       persisted=Count("pk", filter=SETTLED & got("edit_persisted")),
                       dissatisfied=Count("pk", filter=SETTLED & got("dissatisfied_followup")),
-                      invalid=Count("pk", filter=SETTLED & got("tool_call_invalid")),
+                      invalid=Count("pk", filter=got("tool_call_invalid")),
                       latency=Avg("latency_ms", filter=SETTLED)))
     figures = [LiveFigures(model=row["adapter"] or settings.SERVING_BASE_MODEL_NAME, adapter=row["adapter"], served=row["served"],
                            settled=row["settled"], edit_persisted=row["persisted"], dissatisfied=row["dissatisfied"],

@@ -331,8 +331,8 @@ def matrix_table(matrix: dict[tuple[str, str], OrgTraffic]) -> str:
 
 def live_table(live: dict[str, list[dict]]) -> str:
     """Each model on its organization's users over the whole run, as the platform counted them:
-    a served version's invalid tool calls against the base model's (the issue's bound: at most
-    2 points above it)."""
+    a served version's invalid tool calls (of every completion served) against the base model's
+    (the issue's bound: at most 2 points above it)."""
     rows = [("organization", "model", "served", "outcome known", "edit persisted", "invalid tool calls")]
     for org, models in live.items():
         base = next((m for m in models if m["adapter"] is None), None)

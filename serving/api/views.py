@@ -159,13 +159,14 @@ class LiveModelSerializer(serializers.Serializer):
     model = serializers.CharField(help_text="The served name: a version's, or the base model's.")
     adapter = serializers.CharField(allow_null=True, help_text="Null for the base model.")
     served = serializers.IntegerField(help_text="Completions the gateway served with it.")
-    settled = serializers.IntegerField(help_text="Of those, the ones whose outcome is known: what the rates are of.")
+    settled = serializers.IntegerField(help_text="Of those, the ones whose outcome is known: what the rates of outcomes are of.")
     edit_persisted = serializers.IntegerField()
     dissatisfied = serializers.IntegerField(help_text="Dissatisfied follow-ups.")
     tool_call_invalid = serializers.IntegerField(help_text="Invalid tool calls, as the callers reported them.")
     edit_persisted_rate = serializers.FloatField(allow_null=True)
     dissatisfied_rate = serializers.FloatField(allow_null=True)
-    tool_call_invalid_rate = serializers.FloatField(allow_null=True)
+    tool_call_invalid_rate = serializers.FloatField(allow_null=True, help_text="Of every completion served: a caller reports an invalid "
+                                                    "call at once, so none is pending.")
     latency_mean_ms = serializers.FloatField(allow_null=True)
 
 
