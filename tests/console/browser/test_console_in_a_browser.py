@@ -12,13 +12,14 @@ from django.core.management import call_command
 from playwright.sync_api import Page, expect
 
 from serving.canary_rule import Arm, canary_decide
+from serving.deployments import deploy_switch
 from serving.policies import CanaryPolicy
 from serving.sequential import Moments
 from tenants.models import Role
 from tenants.recording import task_create
 from training.models import Cycle, TrainingRun
 from tests.console.conftest import PASSWORD, person
-from tests.factories import make_tenant, served
+from tests.factories import make_tenant, registered_adapter, served
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.one_database]
 
@@ -236,10 +237,12 @@ def test_a_role_change_updates_the_members_list_in_place(page: Page, live_server
     screenshot("members-role-changed")
 
 
-def test_the_overview_plots_each_served_versions_hours(page: Page, live_server, screenshot):
+def test_the_overview_plots_each_served_versions_hours(page: Page, live_server, screenshot, adapters_root, tmp_path):
     acme = make_tenant("Acme")
+    version = registered_adapter(acme.org, tmp_path)  # the incumbent that served the later half
+    deploy_switch(adapter=version, actor="test")  # routed as a promotion routes it: no replica to load it into here
     for n in range(8):
-        served(acme.org, adapter=None if n < 4 else "acme@v1", feedback=("edit_persisted",) if n % 2 else ("dissatisfied_followup",),
+        served(acme.org, adapter=None if n < 4 else version.name, feedback=("edit_persisted",) if n % 2 else ("dissatisfied_followup",),
                latency_ms=100.0 + 10 * n)
     log_in(page, live_server.url, person(acme, Role.VIEWER).email)
     expect(page.locator(".charts[data-drawn=true]")).to_have_count(1)
@@ -247,10 +250,10 @@ def test_the_overview_plots_each_served_versions_hours(page: Page, live_server, 
         .map((figure) => [figure.dataset.figure, figure.uplot?.data.slice(1)]))""")
     assert drawn["edit_persisted"] == [[50.0], [50.0]] and drawn["latency_ms"] == [[115.0], [155.0]]
     expect(page.locator("figure[data-figure=edit_persisted] canvas")).to_have_count(1)
-    expect(page.locator("figure[data-figure=edit_persisted] .u-legend")).to_contain_text("acme@v1")
+    expect(page.locator("figure[data-figure=edit_persisted] .u-legend")).to_contain_text(version.name)
     screenshot("overview-plots")
     page.goto(f"{live_server.url}/console/adapters/")
-    expect(page.get_by_role("row").filter(has_text="acme@v1")).to_contain_text("50.0 %")
+    expect(page.get_by_role("row").filter(has_text=version.name).last).to_contain_text("50.0 %")
     screenshot("adapters-live")
 
 
