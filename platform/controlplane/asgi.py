@@ -12,6 +12,8 @@ from django.conf import settings  # noqa: E402
 
 from controlplane.body_limit import body_limited  # noqa: E402
 from serving.gateway.app import application as gateway_application  # noqa: E402
+from tenants.api.authentication import bearer_key_at_least  # noqa: E402
+from tenants.models import Role  # noqa: E402
 
 GATEWAY_PREFIX = "/v1/"
 
@@ -25,6 +27,8 @@ async def _routed(scope, receive, send):
         await django_application(scope, receive, send)
 
 
-# An adapter upload is the one body allowed past the API's limit (serving/uploads.py).
+# An adapter upload is the one body allowed past the API's limit (serving/uploads.py), and only
+# with an admin's key: an anonymous or viewer's upload is held to the ordinary limit unread.
 application = body_limited(_routed, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
-                           larger={("POST", "/api/v1/adapters"): settings.SERVING_ADAPTER_UPLOAD_MAX_BYTES})
+                           larger={("POST", "/api/v1/adapters"): settings.SERVING_ADAPTER_UPLOAD_MAX_BYTES},
+                           entitled=bearer_key_at_least(Role.ADMIN))

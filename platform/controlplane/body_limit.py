@@ -5,20 +5,25 @@ view, authentication included, can look at it: an anonymous client could make th
 and store gigabytes. This wraps the whole application: a body that declares a length past the
 limit is answered 413 without a byte read, and one that does not declare it (chunked) is cut
 off, and answered 413, as soon as it passes the limit. `larger` gives a few (method, path)
-pairs a limit of their own.
+pairs a limit of their own, for a request that `entitled` admits (its headers only, before a byte
+of the body): anyone else's body there has the ordinary limit.
 """
 
 import json
+from collections.abc import Awaitable, Callable
 
 REFUSED = {"error": {"code": "request_too_large", "message": "The request body is larger than {limit} bytes.",
                      "type": "invalid_request_error", "param": None}}
 
 
-def body_limited(app, *, limit: int, larger: dict[tuple[str, str], int] | None = None):
+def body_limited(app, *, limit: int, larger: dict[tuple[str, str], int] | None = None,
+                 entitled: Callable[[dict], Awaitable[bool]] | None = None):
     async def application(scope, receive, send):
         if scope["type"] != "http":
             return await app(scope, receive, send)
         allowed = (larger or {}).get((scope["method"], scope["path"]), limit)
+        if allowed > limit and entitled is not None and not await entitled(scope):
+            allowed = limit
         await limited(scope, receive, send, allowed)
 
     async def limited(scope, receive, send, limit: int):

@@ -4,9 +4,13 @@ Both resolve to a `Principal` in `request.auth`: the organization and the role e
 and service works with. `request.user` is not used for authorization.
 """
 
+from collections.abc import Awaitable, Callable
+
+from asgiref.sync import sync_to_async
 from rest_framework import authentication, exceptions
 
-from tenants.organizations import api_key_authenticate, membership_principal
+from tenants.models import role_at_least
+from tenants.organizations import api_key_authenticate, api_key_well_formed, membership_principal
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -41,3 +45,19 @@ class ConsoleSessionAuthentication(authentication.SessionAuthentication):
         if principal is None:
             raise exceptions.AuthenticationFailed("Choose an organization you are a member of.")
         return (user, principal)
+
+
+def bearer_key_at_least(role: str) -> Callable[[dict], Awaitable[bool]]:
+    """Whether an ASGI request's headers carry a live key with at least `role`: told before its
+    body is read (controlplane/body_limit.py), one indexed lookup, and none for a key of no
+    key's shape. The view authenticates the request again, as for any other."""
+    async def entitled(scope: dict) -> bool:
+        headers = dict(scope.get("headers") or [])
+        scheme, _, raw_key = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        raw_key = raw_key.strip()
+        if scheme.lower() != "bearer" or not api_key_well_formed(raw_key):
+            return False
+        principal = await sync_to_async(api_key_authenticate)(raw_key)
+        return principal is not None and role_at_least(principal.role, role)
+
+    return entitled

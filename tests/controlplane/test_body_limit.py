@@ -10,19 +10,25 @@ from django.conf import settings
 
 from controlplane.asgi import application
 from controlplane.body_limit import body_limited
+from tenants.models import Role
+from tenants.organizations import api_key_create
+from tests.factories import make_tenant
 
 LIMIT = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
-def call(path: str, *, declared: int | None, chunks: int, chunk_size: int = 1024 * 1024) -> tuple[list[dict], int]:
+def call(path: str, *, declared: int | None, chunks: int, chunk_size: int = 1024 * 1024, key: str | None = None) -> tuple[list[dict], int]:
     """The messages the server sent, and how many chunks of the body it asked for."""
     asked, sent = 0, []
     headers = [(b"content-type", b"application/json")] + ([(b"content-length", str(declared).encode())] if declared else [])
+    headers += [(b"authorization", f"Bearer {key}".encode())] if key else []
     scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
              "headers": headers, "http_version": "1.1", "scheme": "http", "server": ("testserver", 80), "client": ("1.2.3.4", 5)}
 
     async def receive():
         nonlocal asked
+        if asked == chunks:  # the whole body sent: the client waits for the answer
+            await asyncio.Event().wait()
         asked += 1
         return {"type": "http.request", "body": b" " * chunk_size, "more_body": asked < chunks}
 
@@ -51,12 +57,25 @@ def test_an_undeclared_length_is_cut_off_once_it_passes_the_limit(path, status):
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]  # one answer, nothing after it
 
 
-def test_an_adapter_upload_has_a_limit_of_its_own():
+@pytest.mark.django_db(transaction=True)  # the key is looked up on another thread, before Django runs
+def test_an_adapter_upload_has_a_limit_of_its_own_for_an_admins_key_alone():
     upload_limit = settings.SERVING_ADAPTER_UPLOAD_MAX_BYTES
     assert upload_limit > LIMIT
-    sent, asked = call("/api/v1/adapters", declared=upload_limit + 1, chunks=1)
+    acme = make_tenant("Acme")
+    _, admin_key = api_key_create(org=acme.org, name="ci", role=Role.ADMIN, actor="test")
+    _, viewer_key = api_key_create(org=acme.org, name="dashboards", role=Role.VIEWER, actor="test")
+
+    sent, asked = call("/api/v1/adapters", declared=upload_limit + 1, chunks=1, key=admin_key)
     assert asked == 0 and sent[0]["status"] == 413
     assert str(upload_limit) in json.loads(sent[1]["body"])["error"]["message"]
+    sent, asked = call("/api/v1/adapters", declared=2 * LIMIT, chunks=2, chunk_size=LIMIT, key=admin_key)
+    assert asked == 2 and sent[0]["status"] == 415  # past the length check: read whole, and the view answered (not multipart)
+
+    # Anyone else's upload is held to the ordinary limit, unread: no key, a made-up one, a viewer's.
+    for key in (None, "osk_" + "x" * 43, viewer_key, acme.key.replace(acme.key[-4:], "AAAA")):
+        sent, asked = call("/api/v1/adapters", declared=2 * LIMIT, chunks=2, chunk_size=LIMIT, key=key)
+        assert asked == 0 and sent[0]["status"] == 413, key
+        assert str(LIMIT) in json.loads(sent[1]["body"])["error"]["message"]
 
 
 @pytest.mark.parametrize(("method", "path", "size", "status"), [
