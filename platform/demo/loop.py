@@ -343,7 +343,7 @@ def live_table(live: dict[str, list[dict]]) -> str:
                 invalid += f" ({rise:+.1f} vs. base{', ABOVE base + 2' if rise > 2 else ''})"
             rows.append((org, model["model"], str(model["served"]), str(model["settled"]), _percent(model["edit_persisted_rate"]), invalid))
     return ("each model on its organization's users, the whole run (GET /api/v1/live-figures: the gateway's completions, "
-            "rates of those whose outcome is known)\n" + _table(rows))
+            "edits persisted of those whose outcome is known, invalid calls of every one served)\n" + _table(rows))
 
 
 def _percent(rate: float | None) -> str:
