@@ -39,21 +39,21 @@ class LiveFigures:
     tool_call_invalid: int  # invalid tool calls, as the callers reported them (at once: rated per served)
     latency_mean_ms: float | None
 
-    def _rate(self, count: int, of: int | None = None) -> float | None:
-        of = self.settled if of is None else of
-        return count / of if of else None
-
     @property
     def edit_persisted_rate(self) -> float | None:
-        return self._rate(self.edit_persisted)
+        return _rate(self.edit_persisted, self.settled)
 
     @property
     def dissatisfied_rate(self) -> float | None:
-        return self._rate(self.dissatisfied)
+        return _rate(self.dissatisfied, self.settled)
 
     @property
     def tool_call_invalid_rate(self) -> float | None:
-        return self._rate(self.tool_call_invalid, of=self.served)
+        return _rate(self.tool_call_invalid, self.served)
+
+
+def _rate(count: int, of: int) -> float | None:
+    return count / of if of else None
 
 
 def got(*kinds: str) -> Q:

@@ -248,6 +248,14 @@ def api_key_well_formed(raw_key: str) -> bool:
     return len(raw_key) == KEY_LENGTH and raw_key.startswith(KEY_PREFIX) and _KEY_BODY.fullmatch(raw_key, len(KEY_PREFIX)) is not None
 
 
+def bearer_key(authorization: str) -> str | None:
+    """The key an Authorization header carries ("Bearer <key>"), or None when it carries none of
+    a key's shape: what needs no lookup."""
+    scheme, _, raw_key = authorization.partition(" ")
+    raw_key = raw_key.strip()
+    return raw_key if scheme.lower() == "bearer" and api_key_well_formed(raw_key) else None
+
+
 def api_key_hash(raw_key: str) -> str:
     return _hash(raw_key)
 

@@ -45,7 +45,7 @@ from serving.traffic import traffic_limits_for
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound, QuotaExceeded
 from tenants.models import BackgroundTask, Interaction, Organization
-from tenants.organizations import Principal, api_key_authenticate, api_key_well_formed
+from tenants.organizations import Principal, api_key_authenticate, bearer_key
 from tenants.recording import InteractionContent, Recording
 from tenants.storage import storage_quota_check
 
@@ -293,10 +293,8 @@ def _looked_up(org: Organization, parsed: dict, task_id: str | None, task_param:
 async def _authenticated(headers: Headers) -> Organization:
     """The caller's organization: from the cache on the event loop when the key was seen within
     a second, else from the database on its thread."""
-    scheme, _, raw_key = headers.get("Authorization", "").partition(" ")
-    raw_key = raw_key.strip()
-    principal = None
-    if scheme.lower() == "bearer" and api_key_well_formed(raw_key):
+    raw_key, principal = bearer_key(headers.get("Authorization", "")), None
+    if raw_key is not None:
         principal = _principals.peek(raw_key) or await _looked_up_key(raw_key)
     if principal is None:
         raise Unauthenticated("Missing, unknown or revoked API key: send 'Authorization: Bearer <api_key>'.")

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from rest_framework import authentication, exceptions
 
 from tenants.models import role_at_least
-from tenants.organizations import api_key_authenticate, api_key_well_formed, membership_principal
+from tenants.organizations import api_key_authenticate, bearer_key, membership_principal
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
@@ -52,10 +52,8 @@ def bearer_key_at_least(role: str) -> Callable[[dict], Awaitable[bool]]:
     body is read (controlplane/body_limit.py), one indexed lookup, and none for a key of no
     key's shape. The view authenticates the request again, as for any other."""
     async def entitled(scope: dict) -> bool:
-        headers = dict(scope.get("headers") or [])
-        scheme, _, raw_key = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-        raw_key = raw_key.strip()
-        if scheme.lower() != "bearer" or not api_key_well_formed(raw_key):
+        raw_key = bearer_key(dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1"))
+        if raw_key is None:
             return False
         principal = await sync_to_async(api_key_authenticate)(raw_key)
         return principal is not None and role_at_least(principal.role, role)
