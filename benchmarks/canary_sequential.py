@@ -4,9 +4,10 @@
 
 Each simulated canary feeds `serving.canary.canary_decide`, the platform's own rule, `--tick`
 settled outcomes per arm between looks, and stops at its first decision or after `--horizon`
-outcomes per arm (the time limit). Each outcome is persisted, dissatisfied or neither, with the
-incumbent's rates of a demo organization at one stage of its loop (`--regime`), and a latency
-drawn from a log-normal (mean 1,000 ms, coefficient of variation 0.5):
+outcomes per arm (the time limit). Each outcome is persisted, dissatisfied, an invalid tool call
+or none of them, with the incumbent's rates of a demo organization at one stage of its loop
+(`--regime`; invalid calls 1 % in both), and a latency drawn from a log-normal (mean 1,000 ms,
+coefficient of variation 0.5):
 
 - early (the default): persisted 10 %, dissatisfied 45 %; a lift of the persisted rate takes
   as much off the dissatisfied one, as the first cycles' candidates do;
@@ -17,6 +18,8 @@ drawn from a log-normal (mean 1,000 ms, coefficient of variation 0.5):
   hold at or under the policy's alpha (5 % by default).
 - True lifts of +5 and +15 points of edit-persisted rate: the share promoted and the median
   settled outcomes per arm at the decision.
+- A lift of +5 points that also writes 8 (or 3) points more invalid tool calls, beyond the
+  detector's margin of 2: the share rolled back, and how soon; the share promoted all the same.
 """
 
 import argparse
@@ -43,9 +46,11 @@ class Scenario:
     name: str
     lift: float  # points of edit-persisted rate the candidate adds; dissatisfied falls by as much
     latency_rise: float = 0.0  # relative
+    invalid_rise: float = 0.0  # points of invalid tool calls the candidate adds
 
 
-SCENARIOS = (Scenario("A/A", 0.0), Scenario("+5 points", 0.05), Scenario("+15 points", 0.15))
+SCENARIOS = (Scenario("A/A", 0.0), Scenario("+5 points", 0.05), Scenario("+15 points", 0.15),
+             Scenario("+5, invalid +8", 0.05, invalid_rise=0.08), Scenario("+5, invalid +3", 0.05, invalid_rise=0.03))
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,11 @@ class Regime:
     persisted: float
     dissatisfied: float
     dissatisfied_follows: float  # dissatisfied falls by this times the lift
+    invalid: float = 0.01
 
-    def candidate(self, scenario: Scenario) -> tuple[float, float]:
-        return self.persisted + scenario.lift, self.dissatisfied - self.dissatisfied_follows * scenario.lift
+    def candidate(self, scenario: Scenario) -> tuple[float, float, float]:
+        return (self.persisted + scenario.lift, self.dissatisfied - self.dissatisfied_follows * scenario.lift,
+                self.invalid + scenario.invalid_rise)
 
 
 REGIMES = {"early": Regime(0.10, 0.45, 1.0), "late": Regime(0.60, 0.03, 0.0)}
@@ -67,14 +74,15 @@ class _Running:
     """An arm's counts as outcomes arrive."""
 
     def __init__(self):
-        self.n = self.persisted = self.dissatisfied = 0
+        self.n = self.persisted = self.dissatisfied = self.invalid = 0
         self.sum = self.squares = 0.0
 
-    def add(self, rng: random.Random, *, persisted: float, dissatisfied: float, latency_ms: float) -> None:
+    def add(self, rng: random.Random, *, persisted: float, dissatisfied: float, invalid: float, latency_ms: float) -> None:
         draw = rng.random()
         self.n += 1
         self.persisted += draw < persisted
         self.dissatisfied += persisted <= draw < persisted + dissatisfied
+        self.invalid += persisted + dissatisfied <= draw < persisted + dissatisfied + invalid
         sigma = math.sqrt(math.log(1 + LATENCY_CV**2))
         latency = rng.lognormvariate(math.log(latency_ms) - sigma**2 / 2, sigma)
         self.sum += latency
@@ -82,7 +90,8 @@ class _Running:
 
     def arm(self) -> Arm:
         mean = self.sum / self.n
-        return Arm(self.n, self.persisted, self.dissatisfied, Moments(self.n, mean, max(self.squares / self.n - mean * mean, 0.0)))
+        latency = Moments(self.n, mean, max(self.squares / self.n - mean * mean, 0.0))
+        return Arm(self.n, self.persisted, self.dissatisfied, latency, served=self.n, invalid=self.invalid)
 
 
 def simulate_canary(scenario: Scenario, *, regime: Regime, policy: CanaryPolicy, horizon: int, tick: int,
@@ -90,11 +99,13 @@ def simulate_canary(scenario: Scenario, *, regime: Regime, policy: CanaryPolicy,
     """(decision, settled outcomes per arm when it was taken): "promote", "roll_back", or
     "expired" when the horizon came first."""
     candidate, incumbent = _Running(), _Running()
-    persisted, dissatisfied = regime.candidate(scenario)
+    persisted, dissatisfied, invalid = regime.candidate(scenario)
     while candidate.n < horizon:
         for _ in range(tick):
-            candidate.add(rng, persisted=persisted, dissatisfied=dissatisfied, latency_ms=LATENCY_MS * (1 + scenario.latency_rise))
-            incumbent.add(rng, persisted=regime.persisted, dissatisfied=regime.dissatisfied, latency_ms=LATENCY_MS)
+            candidate.add(rng, persisted=persisted, dissatisfied=dissatisfied, invalid=invalid,
+                          latency_ms=LATENCY_MS * (1 + scenario.latency_rise))
+            incumbent.add(rng, persisted=regime.persisted, dissatisfied=regime.dissatisfied, invalid=regime.invalid,
+                          latency_ms=LATENCY_MS)
         decision = canary_decide(candidate.arm(), incumbent.arm(), policy=policy, out_of_time=False).decision
         if decision != WAIT:
             return decision, candidate.n
@@ -137,7 +148,7 @@ def main() -> None:
           f"time limit at {args.horizon} per arm, {args.canaries} canaries each")
     for row in rows:
         median = row["median_outcomes_to_decision"]
-        print(f"  {row['scenario']:<11} promoted {row['promoted']:6.1%}  rolled back {row['rolled_back']:6.1%}  "
+        print(f"  {row['scenario']:<14} promoted {row['promoted']:6.1%}  rolled back {row['rolled_back']:6.1%}  "
               f"expired {row['expired']:6.1%}  median settled outcomes per arm at a decision: {median}")
 
 

@@ -4,7 +4,7 @@ with the seed's A/B metrics, judged on every tick by the sequential rule of serv
 Each arm is the interactions the gateway served with its version since the canary started whose
 outcome is known (serving.live): an accepted edit counts only once it persisted or was reverted,
 since that verdict arrives hours later and counting it early would favour whichever arm served
-less recently.
+less recently. Invalid tool calls, reported at once, are a rate of every completion served.
 """
 
 from datetime import datetime, timedelta
@@ -49,14 +49,17 @@ def canary_evaluate(*, org: Organization, candidate: AdapterVersion, incumbent: 
 def _arm(org: Organization, served_by: str | None, since: datetime) -> Arm:
     """One aggregate query: the arm's counts and its latencies' first two moments, so that a tick
     costs the same however long the canary has run."""
-    interactions = live.gateway_served(org=org, since=since).filter(live.SETTLED)
-    interactions = interactions.filter(adapter=served_by) if served_by else interactions.filter(adapter__isnull=True)
-    timed = Q(latency_ms__isnull=False)
-    row = interactions.aggregate(n=Count("pk"), persisted=Count("pk", filter=live.got("edit_persisted")),
-                                 dissatisfied=Count("pk", filter=live.got("dissatisfied_followup")),
-                                 timed=Count("pk", filter=timed), mean=Avg("latency_ms", filter=timed),
-                                 square=Avg(F("latency_ms") * F("latency_ms"), filter=timed))
+    served = live.gateway_served(org=org, since=since)
+    served = served.filter(adapter=served_by) if served_by else served.filter(adapter__isnull=True)
+    timed = live.SETTLED & Q(latency_ms__isnull=False)
+    # Persisted and dissatisfied are outcomes, so only a settled completion can have one.
+    row = served.aggregate(served=Count("pk"), invalid=Count("pk", filter=live.got("tool_call_invalid")),
+                           n=Count("pk", filter=live.SETTLED), persisted=Count("pk", filter=live.got("edit_persisted")),
+                           dissatisfied=Count("pk", filter=live.got("dissatisfied_followup")),
+                           timed=Count("pk", filter=timed), mean=Avg("latency_ms", filter=timed),
+                           square=Avg(F("latency_ms") * F("latency_ms"), filter=timed))
     latency = Moments()
     if row["timed"]:  # population variance from the moments; never below 0 through rounding
         latency = Moments(row["timed"], row["mean"], max(0.0, row["square"] - row["mean"] ** 2))
-    return Arm(interactions=row["n"], persisted=row["persisted"], dissatisfied=row["dissatisfied"], latency=latency)
+    return Arm(interactions=row["n"], persisted=row["persisted"], dissatisfied=row["dissatisfied"], latency=latency,
+               served=row["served"], invalid=row["invalid"])

@@ -9,8 +9,12 @@ however often it is judged:
   rate (its confidence sequence wholly above 0, at level `alpha`), and non-inferior on each
   guardrail by the organization's margin: the edit-persisted rate's drop, the dissatisfied
   rate's rise and latency's relative rise are each shown below their margin;
-- **roll back** when it is shown worse: a guardrail wholly beyond its margin (each of the three
-  at alpha / 3, so that together they stay within alpha);
+- **roll back** when it is shown worse: a guardrail wholly beyond its margin, or invalid tool
+  calls shown to rise beyond theirs (each of the four at alpha / 4, so that together they stay
+  within alpha). Invalid calls are a detector here, not a guardrail: the gates have already
+  shown them within the tolerance on the global suite, and the canary watches for the rise that
+  the suite did not show on this organization's own traffic. A promotion does not wait for it to
+  be shown within its margin, only while the rise it measures is beyond it;
 - otherwise **wait**, until the canary has run `max_hours`: then it stops ("expired") and the
   incumbent keeps serving. Nor is anything decided before each arm has `min_interactions`
   settled outcomes, below which the normal approximation of a rate is not to be trusted.
@@ -45,6 +49,8 @@ class Arm:
     persisted: int
     dissatisfied: int
     latency: Moments  # of the latencies in ms of those that have one
+    served: int  # every completion served, settled or not: what invalid tool calls are a rate of
+    invalid: int  # invalid tool calls, as the callers reported them (at once, so of every one served)
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,8 @@ def canary_decide(candidate: Arm, incumbent: Arm, *, policy: CanaryPolicy, out_o
 
 
 def _checks(c: Arm, i: Arm, policy: CanaryPolicy, repairing: bool) -> list[Check]:
-    back = policy.alpha / 3  # three ways to be shown worse: together within alpha
+    back = policy.alpha / 4  # four ways to be shown worse: together within alpha
+    settled = c.interactions, i.interactions
     persisted = rate_difference(c.persisted, c.interactions, i.persisted, i.interactions)
     dissatisfied = rate_difference(c.dissatisfied, c.interactions, i.dissatisfied, i.interactions)
     # shown better is shown within the margin too: one promoting claim is enough
@@ -95,33 +102,44 @@ def _checks(c: Arm, i: Arm, policy: CanaryPolicy, repairing: bool) -> list[Check
         note = "the primary metric: it replaces a tainted version, so within the margin is enough"
     checks = [
         _check("edit_persisted_rate", c.persisted / c.interactions, i.persisted / i.interactions, persisted, RATE_TAU, policy,
-               [promoting, Claim("inferior", -policy.edit_persisted_rate, -1, back)], c, i, note=note),
+               [promoting, Claim("inferior", -policy.edit_persisted_rate, -1, back)], settled, note=note),
         _check("dissatisfied_rate", c.dissatisfied / c.interactions, i.dissatisfied / i.interactions, dissatisfied, RATE_TAU, policy,
                [Claim("non_inferior", policy.dissatisfied_rate, -1, policy.alpha),
-                Claim("inferior", policy.dissatisfied_rate, +1, back)], c, i),
+                Claim("inferior", policy.dissatisfied_rate, +1, back)], settled),
     ]
     if c.latency.n >= 2 and i.latency.n >= 2:
         latency = relative_mean_difference(c.latency, i.latency)
         checks.append(_check("latency", c.latency.mean, i.latency.mean, latency, LATENCY_TAU, policy,
                              [Claim("non_inferior", policy.latency, -1, policy.alpha), Claim("inferior", policy.latency, +1, back)],
-                             c, i, note="mean ms; the difference relative to the incumbent's mean", bounds=RELATIVE_MEAN_BOUNDS))
+                             settled, note="mean ms; the difference relative to the incumbent's mean", bounds=RELATIVE_MEAN_BOUNDS))
+    if c.served and i.served:
+        invalid = rate_difference(c.invalid, c.served, i.invalid, i.served)
+        checks.append(_check("invalid_tool_call_rate", c.invalid / c.served, i.invalid / i.served, invalid, RATE_TAU, policy,
+                             [Claim("inferior", policy.invalid_tool_call_rate, +1, back)], (c.served, i.served),
+                             note="of every completion served; a detector: it rolls back a rise shown beyond the margin, "
+                                  "and holds a promotion back only while the rise measured is beyond it"))
     return checks
 
 
 def _check(name: str, candidate: float, reference: float, estimate: Estimate, tau: float, policy: CanaryPolicy,
-           claims: list[Claim], c: Arm, i: Arm, note: str = "", bounds: tuple[float, float] = RATE_BOUNDS) -> Check:
+           claims: list[Claim], samples: tuple[int, int], note: str = "", bounds: tuple[float, float] = RATE_BOUNDS) -> Check:
     tests = [claim.test(estimate, tau=tau) for claim in claims]
     margin = next(claim.null for claim in claims if claim.name == "inferior")
     low, high = confidence_sequence(estimate, alpha=2 * policy.alpha, tau=tau)  # each end a one-sided claim at alpha
     interval = max(low, bounds[0]), min(high, bounds[1])
-    sequential = {"samples": {"candidate": c.interactions, "incumbent": i.interactions}, "estimate": round(estimate.value, 4),
+    sequential = {"samples": {"candidate": samples[0], "incumbent": samples[1]}, "estimate": round(estimate.value, 4),
                   "tau": tau, "tests": tests}
     inferior = any(test["reached"] for test in tests if test["claim"] == "inferior")
     return Check("canary", name, candidate, reference, (round(interval[0], 4), round(interval[1], 4)), abs(margin),
-                 not inferior, c.interactions, note=note, sequential=sequential)
+                 not inferior, samples[0], note=note, sequential=sequential)
 
 
 def _promotable(check: Check) -> bool:
     """Every claim a promotion needs is reached: better for the primary metric, within the
-    margin (non_inferior) for the guardrails."""
-    return all(test["reached"] for test in check.sequential["tests"] if test["claim"] != "inferior")
+    margin (non_inferior) for the guardrails. A detector (invalid calls) has no such claim: it
+    holds a promotion back only while the rise it measures lies beyond its margin."""
+    tests = check.sequential["tests"]
+    needed = [test for test in tests if test["claim"] != "inferior"]
+    if not needed:
+        return not any(test["on_its_side"] for test in tests)
+    return all(test["reached"] for test in needed)

@@ -69,6 +69,7 @@ class CanaryPolicy:
     edit_persisted_rate: float = 0.02
     dissatisfied_rate: float = 0.02
     latency: float = 0.25
+    invalid_tool_call_rate: float = 0.02
     max_hours: float = 168.0
     alpha: float = 0.05
 
@@ -78,6 +79,8 @@ class CanaryPolicy:
         "edit_persisted_rate": "How much the edit-persisted rate may drop.",
         "dissatisfied_rate": "How much dissatisfied follow-ups may rise.",
         "latency": "How much mean latency may rise, relative to the incumbent's.",
+        "invalid_tool_call_rate": "How much invalid tool calls (of every completion served) may rise before the candidate is "
+                                  "rolled back; a promotion waits only while the rise measured is beyond it.",
         "max_hours": "A canary without a verdict after this long stops; the incumbent keeps serving.",
         "alpha": "The chance of promoting a candidate that is not better, and of rolling back one that is not worse.",
     }
@@ -85,8 +88,8 @@ class CanaryPolicy:
     # Both arms need users: on a sliver of them, one arm would take weeks to reach its minimum.
     RANGES: ClassVar[dict[str, tuple[float, float]]] = {
         "share": (0.01, 0.99), "min_interactions": (1, 100_000),
-        "edit_persisted_rate": RATE_CHANGE, "dissatisfied_rate": RATE_CHANGE, "latency": RATE_CHANGE, "max_hours": (0.01, 8760),
-        "alpha": (0.001, 0.5),
+        **{name: RATE_CHANGE for name in ("edit_persisted_rate", "dissatisfied_rate", "latency", "invalid_tool_call_rate")},
+        "max_hours": (0.01, 8760), "alpha": (0.001, 0.5),
     }
 
     def __post_init__(self) -> None:

@@ -228,8 +228,9 @@ def describe_outcome(org: str, cycle: dict) -> str:
     arms = ""
     if canary:
         c, i = canary["candidate"], canary["incumbent"]
-        arms = (f"  canary {c['persisted']}/{c['interactions']} persisted vs. incumbent "
-                f"{i['persisted']}/{i['interactions']}{' (no verdict: stopped)' if canary.get('decision') == 'wait' else ''}")
+        arms = (f"  canary {c['persisted']}/{c['interactions']} persisted, {c['invalid']}/{c['served']} invalid calls vs. incumbent "
+                f"{i['persisted']}/{i['interactions']}, {i['invalid']}/{i['served']}"
+                f"{' (no verdict: stopped)' if canary.get('decision') == 'wait' else ''}")
     return f"{org:<16} {cycle['adapter'] or '-'}: {cycle['status']}{arms}"
 
 

@@ -78,7 +78,7 @@ def canary_check_row(page: str, name: str) -> str:
 
 def test_a_waiting_canary_shows_each_claims_evidence_against_its_boundary(acme, acme_viewer):
     latency = Moments(200, 500.0, 100.0)
-    page = canary_page(acme.org, acme_viewer.client, Arm(200, 120, 10, latency), Arm(200, 100, 10, latency))
+    page = canary_page(acme.org, acme_viewer.client, Arm(200, 120, 10, latency, 240, 2), Arm(200, 100, 10, latency, 240, 2))
     assert "Canary: wait" in page
     persisted, dissatisfied = canary_check_row(page, "edit_persisted_rate"), canary_check_row(page, "dissatisfied_rate")
     assert "<td>undecided</td>" in persisted and "better: " in persisted and "worse: " in persisted and " / 2.30" in persisted
@@ -88,15 +88,22 @@ def test_a_waiting_canary_shows_each_claims_evidence_against_its_boundary(acme, 
 
 def test_a_canary_says_which_claims_it_has_shown(acme, acme_viewer):
     latency = Moments(2000, 500.0, 100.0)
-    page = canary_page(acme.org, acme_viewer.client, Arm(2000, 1400, 20, latency), Arm(2000, 600, 300, latency), Cycle.Status.PROMOTED)
+    page = canary_page(acme.org, acme_viewer.client, Arm(2000, 1400, 20, latency, 2400, 20), Arm(2000, 600, 300, latency, 2400, 20),
+                       Cycle.Status.PROMOTED)
     assert "Canary: promote" in page
+    assert "<td>not shown worse</td>" in canary_check_row(page, "invalid_tool_call_rate")  # a detector: nothing to show for a promotion
+    arms = page.split("Canary: promote")[1].split("canary-checks")[0]
+    assert '<td class="num">2400</td><td class="num">2000</td>' in arms and '<td class="num">20</td>' in arms
     persisted = canary_check_row(page, "edit_persisted_rate")
     assert "<td>shown better</td>" in persisted and 'class="claim reached">better: ' in persisted
     assert "<td>shown within the margin</td>" in canary_check_row(page, "dissatisfied_rate")
 
-    page = canary_page(acme.org, acme_viewer.client, Arm(2000, 600, 300, latency), Arm(2000, 1400, 20, latency),
+    page = canary_page(acme.org, acme_viewer.client, Arm(2000, 600, 300, latency, 2400, 20), Arm(2000, 1400, 20, latency, 2400, 20),
                        Cycle.Status.ROLLED_BACK)
     assert "Canary: roll_back" in page and "<td>shown worse</td>" in canary_check_row(page, "edit_persisted_rate")
+
+    rising = canary_page(acme.org, acme_viewer.client, Arm(200, 120, 10, latency, 240, 12), Arm(200, 100, 10, latency, 240, 2))
+    assert "<td>beyond the margin, not shown yet</td>" in canary_check_row(rising, "invalid_tool_call_rate")
 
 
 def test_the_schedule_says_when_the_next_cycle_is_due(acme, acme_viewer):

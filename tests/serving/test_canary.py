@@ -4,8 +4,9 @@ interactions and feedback recorded here for each.
 No verdict while either arm is short of min_interactions with a settled outcome (an accepted
 edit settles once it persisted or was reverted). With enough on both sides, a check shown
 beyond its margin rolls the candidate back (a drop in the edit-persisted rate, a rise in the
-dissatisfied rate or in latency); a candidate shown better on the edit-persisted rate and
-within every margin is promoted; anything less waits, until max_hours stops the canary
+dissatisfied rate or in latency, and a rise in invalid tool calls, of every completion served);
+a candidate shown better on the edit-persisted rate and within every guardrail's margin is
+promoted; anything less waits, until max_hours stops the canary
 (expired). Cycles take the decision through tests/training/test_cycles.py; the error rates
 over thousands of simulated canaries are checked in test_canary_sequential.py.
 """
@@ -22,7 +23,8 @@ from tenants.models import Interaction
 from tests.factories import give, record, registered_adapter, served
 
 MINIMUM = 40  # interactions a side before a verdict, in these tests
-CHECKS = {"edit_persisted_rate", "dissatisfied_rate", "latency"}
+GUARDRAILS = {"edit_persisted_rate", "dissatisfied_rate", "latency"}
+CHECKS = GUARDRAILS | {"invalid_tool_call_rate"}  # the detector: it only ever rolls back
 
 
 @pytest.fixture
@@ -68,7 +70,7 @@ def test_no_verdict_is_taken_on_fewer_interactions_even_against_a_worse_candidat
     arm(acme.org, candidate.name, 30, persisted=0, dissatisfied=30, latency_ms=500)
     arm(acme.org, None, 30, persisted=30)
     report = verdict(acme.org, candidate, started)
-    assert failed(report) == CHECKS  # each check already sees it worse
+    assert failed(report) == GUARDRAILS  # each guardrail already sees it worse
     assert report.decision == WAIT and not report.expired
 
 
@@ -122,12 +124,39 @@ def test_a_rise_in_latency_rolls_back(acme, candidate, started):
     assert report.decision == ROLL_BACK and failed(report) == {"latency"}
 
 
+def test_a_rise_in_invalid_tool_calls_rolls_back_a_candidate_better_on_everything_else(acme, candidate, started):
+    arm(acme.org, candidate.name, MINIMUM, persisted=30, dissatisfied=2)
+    for _ in range(MINIMUM // 2):
+        served(acme.org, adapter=candidate.name, latency_ms=100.0, feedback=("tool_call_invalid",))
+    arm(acme.org, None, MINIMUM + MINIMUM // 2, persisted=8, dissatisfied=20)
+    report = verdict(acme.org, candidate, started)
+    assert report.decision == ROLL_BACK and failed(report) == {"invalid_tool_call_rate"}
+    assert verdict(acme.org, candidate, started, invalid_tool_call_rate=0.5).decision == PROMOTE
+
+
+def test_invalid_tool_calls_are_a_rate_of_every_completion_served(acme, candidate, started):
+    """A caller reports an invalid call at once, an accepted edit's outcome comes hours later:
+    of the settled completions alone, the invalid calls' share would be overstated."""
+    arm(acme.org, candidate.name, MINIMUM, persisted=30, dissatisfied=2)
+    served(acme.org, adapter=candidate.name, latency_ms=100.0, feedback=("tool_call_invalid",))
+    for _ in range(9):
+        served(acme.org, adapter=candidate.name, latency_ms=100.0, feedback=("edit_accepted",))
+    arm(acme.org, None, MINIMUM, persisted=8, dissatisfied=20)
+    measured = verdict(acme.org, candidate, started)
+    assert (measured.candidate.served, measured.candidate.invalid, measured.candidate.interactions) == (MINIMUM + 10, 1, MINIMUM + 1)
+    invalid = next(check for check in measured.checks if check.name == "invalid_tool_call_rate")
+    assert invalid.candidate == pytest.approx(1 / (MINIMUM + 10)) and invalid.reference == 0
+    assert invalid.sequential["samples"] == {"candidate": MINIMUM + 10, "incumbent": MINIMUM}
+    assert [test["claim"] for test in invalid.sequential["tests"]] == ["inferior"]  # nothing a promotion waits for
+    assert measured.decision == PROMOTE
+
+
 def test_each_check_tolerates_what_the_policy_allows(acme, candidate, started):
     arm(acme.org, candidate.name, MINIMUM, persisted=4, dissatisfied=30, latency_ms=200)
     arm(acme.org, None, MINIMUM, persisted=30, dissatisfied=2, latency_ms=100)
     strict = verdict(acme.org, candidate, started)
     lenient = verdict(acme.org, candidate, started, edit_persisted_rate=0.9, dissatisfied_rate=0.9, latency=1.5)
-    assert strict.decision == ROLL_BACK and failed(strict) == CHECKS
+    assert strict.decision == ROLL_BACK and failed(strict) == GUARDRAILS
     assert lenient.decision == WAIT and failed(lenient) == set()  # within the margins, but not better
 
 

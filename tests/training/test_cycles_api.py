@@ -55,7 +55,7 @@ def test_the_canary_policy_is_read_by_members_and_changed_by_admins(acme, settin
     settings.CANARY_POLICY = {**settings.CANARY_POLICY, "min_interactions": 80}
     defaults = acme.client_with_role(Role.VIEWER).get("/api/v1/canary-policy").json()
     assert defaults == {"share": 0.5, "min_interactions": 80, "edit_persisted_rate": 0.02, "dissatisfied_rate": 0.02, "latency": 0.25,
-                        "max_hours": 168.0, "alpha": 0.05}
+                        "invalid_tool_call_rate": 0.02, "max_hours": 168.0, "alpha": 0.05}
     changed = acme.client.put("/api/v1/canary-policy", {"share": 0.2, "min_interactions": 40}, format="json")
     assert changed.status_code == 200 and changed.json() == {**defaults, "share": 0.2, "min_interactions": 40}
 

@@ -44,6 +44,14 @@ def gate_verdict(check: dict) -> str:
     return "not shown safe" if (check.get("sequential") or {}).get("state") == UNDECIDED else "fail"
 
 
+def canary_shown(report: dict | None) -> dict | None:
+    """A canary report as the cycle page shows it: one stored before the canary counted invalid
+    tool calls has no served or invalid counts in its arms."""
+    if not report:
+        return report
+    return {**report, **{arm: {"served": None, "invalid": None, **report[arm]} for arm in ("candidate", "incumbent")}}
+
+
 def canary_row(check: dict) -> dict:
     """A canary check with what its sequential test has shown so far, and each claim's
     evidence (its log-likelihood ratio against the boundary): why a canary still waits."""
@@ -54,7 +62,9 @@ def canary_row(check: dict) -> dict:
     promoting = [test["claim"] for test in tests if test["claim"] != "inferior"]
     if "inferior" in reached:
         verdict = "shown worse"
-    elif promoting and reached.issuperset(promoting):
+    elif not promoting:  # a detector (invalid calls): a promotion waits only while its estimate is beyond the margin
+        verdict = "beyond the margin, not shown yet" if any(test["on_its_side"] for test in tests) else "not shown worse"
+    elif reached.issuperset(promoting):
         verdict = "shown " + " and ".join(CLAIMS.get(claim, claim) for claim in promoting)
     else:
         verdict = "undecided"
@@ -96,7 +106,7 @@ class CycleDetail(Page):
             "checks": [{**check, "gate_title": GATES.get(check["gate"], check["gate"]), "verdict": gate_verdict(check)}
                        for check in report.get("checks", [])],
             "blocked_by": report.get("blocked_by", []),
-            "canary": cycle.canary_report, "training_figures": TRAINING_FIGURES,
+            "canary": canary_shown(cycle.canary_report), "training_figures": TRAINING_FIGURES,
             "canary_checks": [canary_row(check) for check in (cycle.canary_report or {}).get("checks", [])],
         })
 

@@ -263,7 +263,7 @@ def test_a_cycle_page_labels_small_values_apart_and_shows_why_its_canary_waits(p
     run = TrainingRun.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner",
                                      status=TrainingRun.Status.SUCCEEDED, report={"steps": 4, "per_step": per_step})
     latency = Moments(180, 500.0, 900.0)
-    report = canary_decide(Arm(180, 110, 12, latency), Arm(170, 90, 11, latency), policy=CanaryPolicy(), out_of_time=False)
+    report = canary_decide(Arm(180, 110, 12, latency, 240, 3), Arm(170, 90, 11, latency, 230, 2), policy=CanaryPolicy(), out_of_time=False)
     cycle = Cycle.objects.create(org=acme.org, trigger=TrainingRun.Trigger.REQUEST, requested_by="owner", training_run=run,
                                  status=Cycle.Status.CANARY, canary_report=report.as_dict())
     log_in(page, live_server.url, person(acme, Role.VIEWER).email)
