@@ -52,14 +52,10 @@ def _arm(org: Organization, served_by: str | None, since: datetime) -> Arm:
     served = live.gateway_served(org=org, since=since)
     served = served.filter(adapter=served_by) if served_by else served.filter(adapter__isnull=True)
     timed = live.SETTLED & Q(latency_ms__isnull=False)
-    # Persisted and dissatisfied are outcomes, so only a settled completion can have one.
-    row = served.aggregate(served=Count("pk"), invalid=Count("pk", filter=live.got("tool_call_invalid")),
-                           n=Count("pk", filter=live.SETTLED), persisted=Count("pk", filter=live.got("edit_persisted")),
-                           dissatisfied=Count("pk", filter=live.got("dissatisfied_followup")),
-                           timed=Count("pk", filter=timed), mean=Avg("latency_ms", filter=timed),
+    row = served.aggregate(**live.outcome_counts(), timed=Count("pk", filter=timed), mean=Avg("latency_ms", filter=timed),
                            square=Avg(F("latency_ms") * F("latency_ms"), filter=timed))
     latency = Moments()
     if row["timed"]:  # population variance from the moments; never below 0 through rounding
         latency = Moments(row["timed"], row["mean"], max(0.0, row["square"] - row["mean"] ** 2))
-    return Arm(interactions=row["n"], persisted=row["persisted"], dissatisfied=row["dissatisfied"], latency=latency,
+    return Arm(interactions=row["settled"], persisted=row["persisted"], dissatisfied=row["dissatisfied"], latency=latency,
                served=row["served"], invalid=row["invalid"])

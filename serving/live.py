@@ -70,15 +70,21 @@ def gateway_served(*, org: Organization, since: datetime) -> QuerySet[Interactio
     return Interaction.objects.for_org(org).filter(created_at__gte=since, source=Interaction.Source.GATEWAY)
 
 
+def outcome_counts() -> dict:
+    """A model's completions and what came of them, as aggregates: the live figures take them by
+    version, the canary per arm (serving.canary). Outcomes are counted of the settled ones,
+    invalid tool calls of every one served."""
+    return {"served": Count("pk"), "settled": Count("pk", filter=SETTLED),
+            "persisted": Count("pk", filter=SETTLED & got("edit_persisted")),
+            "dissatisfied": Count("pk", filter=SETTLED & got("dissatisfied_followup")),
+            "invalid": Count("pk", filter=got("tool_call_invalid"))}
+
+
 def live_figures(*, org: Organization, since: datetime) -> list[LiveFigures]:
     """Every model that served the organization since `since`, the base model first, then by
     version; one GROUP BY over the interactions alone."""
     rows = (gateway_served(org=org, since=since).order_by().values("adapter")
-            .annotate(served=Count("pk"), settled=Count("pk", filter=SETTLED),
-                      persisted=Count("pk", filter=SETTLED & got("edit_persisted")),
-                      dissatisfied=Count("pk", filter=SETTLED & got("dissatisfied_followup")),
-                      invalid=Count("pk", filter=got("tool_call_invalid")),
-                      latency=Avg("latency_ms", filter=SETTLED)))
+            .annotate(**outcome_counts(), latency=Avg("latency_ms", filter=SETTLED)))
     figures = [LiveFigures(model=row["adapter"] or settings.SERVING_BASE_MODEL_NAME, adapter=row["adapter"], served=row["served"],
                            settled=row["settled"], edit_persisted=row["persisted"], dissatisfied=row["dissatisfied"],
                            tool_call_invalid=row["invalid"], latency_mean_ms=row["latency"]) for row in rows]
