@@ -1,5 +1,7 @@
 """The ASGI entry point: the OpenAI-compatible gateway under /v1/, Django for the rest
-(tenant API, schema, console), both behind the request-size limit (controlplane/body_limit.py)."""
+(tenant API, schema, console), both behind the request-size limit (controlplane/body_limit.py),
+and the tenant API behind its organizations' limits, applied before a body is read
+(tenants/api/admission.py)."""
 
 import os
 
@@ -12,10 +14,12 @@ from django.conf import settings  # noqa: E402
 
 from controlplane.body_limit import body_limited  # noqa: E402
 from serving.gateway.app import application as gateway_application  # noqa: E402
+from tenants.api.admission import admitted_first  # noqa: E402
 from tenants.api.authentication import bearer_key_at_least  # noqa: E402
 from tenants.models import Role  # noqa: E402
 
 GATEWAY_PREFIX = "/v1/"
+tenant_api = admitted_first(django_application)  # each organization's limits before its body is read
 
 
 async def _routed(scope, receive, send):
@@ -24,7 +28,7 @@ async def _routed(scope, receive, send):
     if scope["type"] == "lifespan" or (scope["type"] == "http" and scope["path"].startswith(GATEWAY_PREFIX)):
         await gateway_application(scope, receive, send)
     else:
-        await django_application(scope, receive, send)
+        await tenant_api(scope, receive, send)
 
 
 # An adapter upload is the one body allowed past the API's limit (serving/uploads.py), and only

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from asgiref.sync import sync_to_async
 from rest_framework import authentication, exceptions
 
+from tenants.api.admitted import admission_of
 from tenants.models import role_at_least
 from tenants.organizations import api_key_authenticate, bearer_key, membership_principal
 
@@ -24,7 +25,9 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             raw_key = parts[1].decode("ascii")
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("An API key is ASCII text.") from None
-        principal = api_key_authenticate(raw_key)
+        admitted = admission_of(request._request)  # looked up before the body was read
+        reusable = admitted is not None and admitted.fresh and admitted.raw_key == raw_key
+        principal = admitted.principal if reusable else api_key_authenticate(raw_key)
         if principal is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
         return (None, principal)

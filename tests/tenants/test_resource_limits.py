@@ -8,7 +8,7 @@ from django.core.cache import caches
 from django.db.models import Sum
 from django.db.models.functions import Length
 
-from tenants.api.throttling import window_key
+from tenants.api.windows import window_key
 from tenants.models import BackgroundTask, FeedbackEvent, Interaction, Role, StorageUsage
 from tenants.privacy import policy_update
 from tenants.retention import content_purge_all
