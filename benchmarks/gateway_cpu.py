@@ -29,7 +29,7 @@ import _django  # noqa: E402
 
 _django.setup(env=_django.serving_env("gateway-cpu"))
 
-from _serving import ROOT, wait_for, cpu_seconds, run  # noqa: E402
+from _serving import ROOT, cpu_seconds, run, standin_up, wait_for  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from serving.vllm_process import free_port  # noqa: E402
@@ -44,34 +44,29 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    standin_port, gateway_port = free_port(), free_port()
-    standin = subprocess.Popen([sys.executable, "-m", "uvicorn", "_standin_model:app", "--app-dir", str(Path(__file__).parent),
-                                "--port", str(standin_port), "--log-level", "warning", "--no-access-log"], start_new_session=True,
-                               env={**os.environ, "STANDIN_LATENCY_MS": str(args.model_latency_ms)})
     (_, key), = [org_create(name="cpu", owner_email="owner@cpu.example")]
     cores = os.cpu_count() or 1
-    web_env = {**os.environ, "PLATFORM_VLLM_URLS": f"http://127.0.0.1:{standin_port}", "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
-               "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
-    web = subprocess.Popen([*(["taskset", "-c", str(cores - 1)] if cores >= 2 else []), sys.executable, "-m", "uvicorn",
-                            "controlplane.asgi:application", "--port", str(gateway_port), "--no-access-log", "--log-level", "warning"],
-                           env=web_env, cwd=ROOT, start_new_session=True)
-    gateway_url = f"http://127.0.0.1:{gateway_port}"
-    try:
-        wait_for(f"http://127.0.0.1:{standin_port}", path="/v1/models")
-        wait_for(gateway_url)
-        extra = {"stream": True} if args.stream else None
-        run(gateway_url, key, ["default"], requests=200, concurrency=args.concurrency, extra=extra)  # warm: caches, connections
-        before, started = cpu_seconds(web.pid), time.perf_counter()
-        measured = run(gateway_url, key, ["default"], requests=args.requests, concurrency=args.concurrency, extra=extra)
-        cpu_s, wall_s = cpu_seconds(web.pid) - before, time.perf_counter() - started
-        one_by_one = 200 if args.model_latency_ms < 10 else 20  # each waits for the stand-in's latency
-        alone = run(gateway_url, key, ["default"], requests=one_by_one, concurrency=1, extra=extra)
-        direct = run(f"http://127.0.0.1:{standin_port}", "standin", ["demo-base"], requests=one_by_one, concurrency=1, extra=extra)
-    finally:
-        web.terminate()
-        web.wait()
-        standin.terminate()
-        standin.wait()
+    with standin_up(args.model_latency_ms) as (standin_url, _):
+        gateway_port = free_port()
+        web_env = {**os.environ, "PLATFORM_VLLM_URLS": standin_url, "PLATFORM_VLLM_API_KEY": settings.SERVING_VLLM_API_KEY,
+                   "PYTHONPATH": f"{ROOT}:{ROOT / 'platform'}"}
+        web = subprocess.Popen([*(["taskset", "-c", str(cores - 1)] if cores >= 2 else []), sys.executable, "-m", "uvicorn",
+                                "controlplane.asgi:application", "--port", str(gateway_port), "--no-access-log", "--log-level", "warning"],
+                               env=web_env, cwd=ROOT, start_new_session=True)
+        gateway_url = f"http://127.0.0.1:{gateway_port}"
+        try:
+            wait_for(gateway_url)
+            extra = {"stream": True} if args.stream else None
+            run(gateway_url, key, ["default"], requests=200, concurrency=args.concurrency, extra=extra)  # warm: caches, connections
+            before, started = cpu_seconds(web.pid), time.perf_counter()
+            measured = run(gateway_url, key, ["default"], requests=args.requests, concurrency=args.concurrency, extra=extra)
+            cpu_s, wall_s = cpu_seconds(web.pid) - before, time.perf_counter() - started
+            one_by_one = 200 if args.model_latency_ms < 10 else 20  # each waits for the stand-in's latency
+            alone = run(gateway_url, key, ["default"], requests=one_by_one, concurrency=1, extra=extra)
+            direct = run(standin_url, "standin", ["demo-base"], requests=one_by_one, concurrency=1, extra=extra)
+        finally:
+            web.terminate()
+            web.wait()
     result = {
         "gateway_cpu_ms_per_request": round(1000 * cpu_s / args.requests, 3),
         "requests_per_s": round(args.requests / wall_s, 1),

@@ -2,12 +2,13 @@
 the quiet organization's latency and errors against the same traffic with no flood, in the
 same run.
 
-    .venv/bin/python benchmarks/noisy_neighbour.py [--seconds 45] [--rounds 2] [--layout pinned] [--json]
+    .venv/bin/python benchmarks/noisy_neighbour.py [--seconds 45] [--rounds 2] [--layout pinned]
+        [--standin-latency-ms MS] [--json]
 
 For PostgreSQL, run it with DATABASE_URL set (`eval "$(scripts/services start)"`).
 
 The quiet organization, for `--seconds` each time: chat completions through the gateway (2 in
-flight), and through the tenant API, one at a time and at most 10 a second, a recording, a
+flight, within its own request limit), and through the tenant API, one at a time and at most 10 a second, a recording, a
 feedback event on it, and a page of its interactions. The flood, at the same time: 64 completions in flight against its cap
 of 16 (most answered 429 and sent again at once), recordings of 1 MiB of redaction-dense text
 (phone numbers, password assignments, tokens on long lines) 4 at a time, bodies declared at
@@ -29,6 +30,13 @@ the measuring one (`--flood-niceness`), and vLLM runs at lower priority than bot
 (`--vllm-niceness`), so that a client wakes at once; every server is in a session of its own
 (where the kernel groups CPU time by session, the clients' share of their core otherwise shrank
 with the web server's load on the other: the measuring loop stalled ~0.5 s at a time).
+
+On vLLM-CPU a step's time grows with the batch, and on two cores vLLM shares its CPU with the
+clients and the web server, so the quiet organization's completions slow under any flood for
+reasons no admission can remove. `--standin-latency-ms` serves from the stand-in model instead
+(_standin_model.py: an answer in that time however many are in flight, roughly a GPU replica
+far from full): what is left of the ratio is the platform's own part, admission, queueing,
+recording and the web server's core. The stand-in is not vLLM; the figures of record are both.
 """
 
 import argparse
@@ -55,12 +63,16 @@ _django.setup()
 
 import httpx  # noqa: E402
 from _serving import PROMPTS, Run, completions, cpu_seconds, drive, platform_up  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.db import connection, connections  # noqa: E402
+
+from serving.policies import Limits  # noqa: E402
 
 from tenants.organizations import org_create  # noqa: E402
 
 MESSAGE_CHARS = 200_000  # the most a message may hold; 5 of them make a 1 MB recording
 QUIET_API_RATE = 10  # the quiet organization's tenant-API requests a second: steady, not as fast as it can
+QUIET_IN_FLIGHT = 2  # its completions through the gateway
 
 
 def _dense(rng: random.Random) -> str:
@@ -130,8 +142,12 @@ def wrong_key(url: str):
 
 
 async def quiet(url: str, key: str, seconds: float) -> dict[str, Run]:
+    # At most 80 % of its own request limit: a steady client, never refused, whose 429s would
+    # otherwise load the web server as a flood does (on a fast model, 2 in flight pass 600 a minute).
+    requests_per_s = 0.8 * settings.GATEWAY_LIMITS.get("requests_per_minute", Limits.requests_per_minute) / 60
     gateway, api = await asyncio.gather(
-        drive(completions(url, key, ["default"], max_tokens=16), seconds=seconds, concurrency=2),
+        drive(completions(url, key, ["default"], max_tokens=16), seconds=seconds, concurrency=QUIET_IN_FLIGHT,
+              interval=QUIET_IN_FLIGHT / requests_per_s),
         drive(quiet_api(url, key), seconds=seconds, concurrency=1, interval=1 / QUIET_API_RATE),
     )
     return {"gateway": gateway, "api": api}
@@ -212,11 +228,14 @@ def main() -> None:
     parser.add_argument("--upstream-slots", type=int, help="PLATFORM_UPSTREAM_SLOTS of the web server (default: the platform's)")
     parser.add_argument("--vllm-niceness", type=int, default=5, help="vLLM's CPU priority (nice; default 5): the clients on its core are served first")
     parser.add_argument("--flood-niceness", type=int, default=10, help="the flood client's CPU priority (nice; default 10): the measuring client is served first")
+    parser.add_argument("--standin-latency-ms", type=float,
+                        help="serve from the stand-in model instead of vLLM, answering in this time however many are in flight: "
+                             "what the platform's own isolation costs the quiet organization, without vLLM-CPU's batch")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     env = {"PLATFORM_UPSTREAM_SLOTS": str(args.upstream_slots)} if args.upstream_slots else {}
-    with platform_up(layout=args.layout, env=env, vllm_niceness=args.vllm_niceness) as up:
+    with platform_up(layout=args.layout, env=env, vllm_niceness=args.vllm_niceness, standin_latency_ms=args.standin_latency_ms) as up:
         if args.layout == "pinned" and (os.cpu_count() or 1) >= 2:
             # Both clients (this process and the flood's, forked from it) off the web server's core:
             # an attacker's client runs on its own machine, and here it would take the server's CPU.
@@ -224,7 +243,7 @@ def main() -> None:
         (_, quiet_key), (_, flood_key) = (org_create(name=name, owner_email=f"owner@{name}.example") for name in ("quiet", "flood"))
         asyncio.run(quiet(up.gateway_url, quiet_key, 5))  # warm-up: first requests compile
         alone, under, floods = {"gateway": [], "api": []}, {"gateway": [], "api": []}, []
-        pids = {"web_server": up.web_pid, "vllm": up.vllm_pid}
+        pids = {"web_server": up.web_pid, "model": up.model_pid}
         busy = {phase: {name: [] for name in pids} for phase in ("alone", "under_flood")}
         for _ in range(args.rounds):
             with cores_busy(pids, into=busy["alone"]):
@@ -251,6 +270,7 @@ def main() -> None:
     results["flood_statuses"] = {name: _merged(flood[name] for flood in floods) for name in floods[0]}
     results["setup"] = {"seconds": args.seconds, "rounds": args.rounds, "layout": args.layout, "flood": args.flood, "upstream_slots": args.upstream_slots or "default", "database": connection.vendor,
                         "vllm_niceness": args.vllm_niceness, "flood_niceness": args.flood_niceness,
+                        "model": f"stand-in, {args.standin_latency_ms:g} ms" if args.standin_latency_ms is not None else "vLLM",
                         "cpus": os.cpu_count()}
     print(json.dumps(results, indent=None if args.json else 2))
 

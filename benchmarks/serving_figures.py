@@ -168,8 +168,8 @@ def main() -> None:
     with platform_up(layout=args.layout, web_workers=args.web_workers) as up:
         orgs = [org_create(name=f"Org {i}", owner_email=f"owner@org{i}.example") for i in range(10)]
         run(up.gateway_url, orgs[0][1], ["default"], requests=16, concurrency=4)  # warm-up: first requests compile
-        with passthrough_up(up.vllm_url, layout=args.layout) as relay_url:
-            results = {"gateway_vs_direct": gateway_vs_direct(up.vllm_url, relay_url, up.gateway_url, orgs[0][1], args.requests,
+        with passthrough_up(up.model_url, layout=args.layout) as relay_url:
+            results = {"gateway_vs_direct": gateway_vs_direct(up.model_url, relay_url, up.gateway_url, orgs[0][1], args.requests,
                                                               args.concurrency, up.web_pid, args.rounds)}
         if args.only_gateway:
             print(json.dumps(results | {"setup": _setup(args)}, indent=None if args.json else 2))
@@ -179,8 +179,8 @@ def main() -> None:
             adapter = registry.adapter_register(org=org, source_dir=random_lora(up.base_dir, workdir / f"lora-{i}", seed=i, base_name=BASE_NAME))
             adapter_deploy(adapter=adapter, actor="benchmark")
             adapters.append(adapter.name)
-        run(up.vllm_url, VLLM_KEY, adapters, requests=16, concurrency=8)  # warm-up of the LoRA path
-        results["adapter_mix"] = adapter_mix(up.vllm_url, adapters, args.requests, args.concurrency)
+        run(up.model_url, VLLM_KEY, adapters, requests=16, concurrency=8)  # warm-up of the LoRA path
+        results["adapter_mix"] = adapter_mix(up.model_url, adapters, args.requests, args.concurrency)
         results["deploy"] = deploy_time(up.gateway_url, orgs[8][0], orgs[8][1], workdir, up.base_dir)
         TrafficLimits.objects.create(org=orgs[9][0], max_concurrent=4)
         results["flood"] = flood(up.gateway_url, orgs[0][1], orgs[9][1], args.requests // 4)
