@@ -8,14 +8,15 @@ same run.
 For PostgreSQL, run it with DATABASE_URL set (`eval "$(scripts/services start)"`).
 
 The quiet organization, for `--seconds` each time: chat completions through the gateway (2 in
-flight, within its own request limit), and through the tenant API, one at a time and at most 10 a second, a recording, a
-feedback event on it, and a page of its interactions. The flood, at the same time: 64 completions in flight against its cap
-of 16 (most answered 429 and sent again at once), recordings of 1 MiB of redaction-dense text
-(phone numbers, password assignments, tokens on long lines) 4 at a time, bodies declared at
-16 MiB (refused by their length; the server closes the connection, so the client reads no
-answer: status 0) and requests with a wrong key (`--flood` picks some of these). Quiet alone and
-under the flood alternate `--rounds` times; the figures are medians over rounds. The platform
-runs with its default limits; vLLM and the web server on cores of their own (`--layout
+flight, within its own request limit), and through the tenant API, one at a time and at most
+10 a second, a recording, a feedback event on it, and a page of its interactions. The flood, at
+the same time: 64 completions in flight against its cap of 16 (most answered 429 and sent
+again at once), recordings of 1 MiB of redaction-dense text (phone numbers, password
+assignments, tokens on long lines) 4 at a time, bodies declared at 16 MiB (refused by their
+length; the server closes the connection, so the client reads no answer: status 0) and
+requests with a wrong key (`--flood` picks some of these). Quiet alone and under the flood
+alternate `--rounds` times; the figures are medians over rounds. The platform runs with its
+default limits; vLLM and the web server on cores of their own (`--layout
 pinned`), or everything on every core (`shared`).
 
 Besides the latencies it reports where the quiet organization's gateway time went (the
@@ -67,7 +68,6 @@ from django.conf import settings  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 
 from serving.policies import Limits  # noqa: E402
-
 from tenants.organizations import org_create  # noqa: E402
 
 MESSAGE_CHARS = 200_000  # the most a message may hold; 5 of them make a 1 MB recording
