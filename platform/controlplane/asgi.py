@@ -19,7 +19,11 @@ from tenants.api.authentication import bearer_key_at_least  # noqa: E402
 from tenants.models import Role  # noqa: E402
 
 GATEWAY_PREFIX = "/v1/"
-tenant_api = admitted_first(django_application)  # each organization's limits before its body is read
+# An adapter upload is the one body allowed past the API's limit (serving/uploads.py), and only
+# with an admin's key: an anonymous or viewer's upload is held to the ordinary limit unread.
+UPLOADS = {("POST", "/api/v1/adapters"): settings.SERVING_ADAPTER_UPLOAD_MAX_BYTES}
+# Each organization's limits before its body is read; an upload is not held to the bytes window.
+tenant_api = admitted_first(django_application, uncounted_bodies=frozenset(UPLOADS))
 
 
 async def _routed(scope, receive, send):
@@ -31,8 +35,5 @@ async def _routed(scope, receive, send):
         await tenant_api(scope, receive, send)
 
 
-# An adapter upload is the one body allowed past the API's limit (serving/uploads.py), and only
-# with an admin's key: an anonymous or viewer's upload is held to the ordinary limit unread.
-application = body_limited(_routed, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
-                           larger={("POST", "/api/v1/adapters"): settings.SERVING_ADAPTER_UPLOAD_MAX_BYTES},
+application = body_limited(_routed, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE, larger=UPLOADS,
                            entitled=bearer_key_at_least(Role.ADMIN))

@@ -31,6 +31,7 @@ from tenants.organizations import Principal, api_key_authenticate, bearer_key
 
 PREFIX = "/api/v1/"
 RECENT_S = 1.0
+RECENT_MAX = 10_000  # keys remembered at most, in a web process
 # A refused body this small is read, and dropped, so that its client reads the 429: an ordinary
 # recording or feedback batch. Past it, reading what a flood sends costs the core that refusing
 # was to save (a flood of 1 MB recordings: docs/figures.md, "noisy neighbour").
@@ -38,17 +39,19 @@ DRAIN_BYTES = 64 * 1024
 _recent: dict[str, tuple[float, Principal]] = {}  # raw key -> (until, its principal); live keys only
 
 
-def admitted_first(app):
-    """The ASGI application `app` behind the tenant API's limits (module docstring)."""
+def admitted_first(app, *, uncounted_bodies: frozenset[tuple[str, str]] = frozenset()):
+    """The ASGI application `app` behind the tenant API's limits (module docstring). The bodies
+    of `uncounted_bodies` (method, path) are not held to the bytes window: an adapter upload has
+    a limit of its own."""
     async def application(scope, receive, send):
         if scope["type"] != "http" or not scope["path"].startswith(PREFIX):
             return await app(scope, receive, send)
-        headers = dict(scope.get("headers") or [])
-        raw_key = bearer_key(headers.get(b"authorization", b"").decode("latin-1"))
+        raw_key = bearer_key(authorization(scope))
         if raw_key is None:
             return await app(scope, receive, send)
-        declared = headers.get(b"content-length", b"")
-        size = int(declared) if declared.isdigit() else None
+        size = declared_length(scope)
+        if (scope["method"], scope["path"]) in uncounted_bodies:
+            size = 0
         try:
             admitted, refusal = await _admitted(raw_key, size)
         except (OperationalError, InterfaceError):  # the API answers 503 for it
@@ -63,20 +66,48 @@ def admitted_first(app):
 async def _admitted(raw_key: str, size: int | None) -> tuple[Admitted, Throttled | None]:
     recent = _recent.get(raw_key)
     fresh = recent is None or recent[0] < time.monotonic()
-    principal = await sync_to_async(_looked_up)(raw_key) if fresh else recent[1]
+    # On a pool thread: lookups of different keys in parallel, none behind a queue of others'.
+    principal = await sync_to_async(_looked_up, thread_sensitive=False)(raw_key) if fresh else recent[1]
+    looked_up_at = time.monotonic()
     if principal is None:
-        return Admitted(raw_key, None, fresh=True, bytes_counted=False), None
+        return Admitted(raw_key, None, looked_up_at=looked_up_at, bytes_counted=False), None
     if fresh:
-        _recent[raw_key] = (time.monotonic() + RECENT_S, principal)
+        _remember(raw_key, principal)
     # Off the views' thread: a count is a cache's (or Redis's) round trip, and no database's.
     refusal = await sync_to_async(api_admit, thread_sensitive=False)(principal.org.pk, body_bytes=size or 0)
-    return Admitted(raw_key, principal, fresh=fresh, bytes_counted=size is not None), refusal
+    return Admitted(raw_key, principal, looked_up_at=looked_up_at if fresh else None, bytes_counted=size is not None), refusal
+
+
+def authorization(scope) -> str:
+    """The request's one Authorization header; none when it has several, which the layers after
+    this one could read otherwise (Django joins them with commas)."""
+    values = [value for name, value in scope.get("headers") or [] if name == b"authorization"]
+    return values[0].decode("latin-1") if len(values) == 1 else ""
+
+
+def declared_length(scope) -> int | None:
+    """The body's length as declared, or None when it is not to be believed: absent, not a number,
+    or beside a Transfer-Encoding, which frames the body instead."""
+    headers = [(name, value) for name, value in scope.get("headers") or [] if name in (b"content-length", b"transfer-encoding")]
+    if [name for name, _ in headers] != [b"content-length"] or not headers[0][1].isdigit():
+        return None
+    return int(headers[0][1])
+
+
+def _remember(raw_key: str, principal: Principal) -> None:
+    now = time.monotonic()
+    if len(_recent) >= RECENT_MAX:  # keys revoked, expired or long unused: dropped, not kept forever
+        for key in [key for key, (until, _) in _recent.items() if until < now]:
+            del _recent[key]
+        if len(_recent) >= RECENT_MAX:
+            _recent.clear()
+    _recent[raw_key] = (now + RECENT_S, principal)
 
 
 def _looked_up(raw_key: str) -> Principal | None:
     try:
         return api_key_authenticate(raw_key)
-    finally:  # on asgiref's thread for calls outside a request, whose connections no request closes
+    finally:  # a pool thread's connection, which no request closes
         connection.close()
 
 

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from asgiref.sync import sync_to_async
 from rest_framework import authentication, exceptions
 
+from tenants.api.admission import authorization
 from tenants.api.admitted import admission_of
 from tenants.models import role_at_least
 from tenants.organizations import api_key_authenticate, bearer_key, membership_principal
@@ -26,8 +27,9 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("An API key is ASCII text.") from None
         admitted = admission_of(request._request)  # looked up before the body was read
-        reusable = admitted is not None and admitted.fresh and admitted.raw_key == raw_key
-        principal = admitted.principal if reusable else api_key_authenticate(raw_key)
+        principal = admitted.principal_for(raw_key) if admitted is not None else False
+        if principal is False:
+            principal = api_key_authenticate(raw_key)
         if principal is None:
             raise exceptions.AuthenticationFailed("Unknown or revoked API key.")
         return (None, principal)
@@ -55,7 +57,7 @@ def bearer_key_at_least(role: str) -> Callable[[dict], Awaitable[bool]]:
     body is read (controlplane/body_limit.py), one indexed lookup, and none for a key of no
     key's shape. The view authenticates the request again, as for any other."""
     async def entitled(scope: dict) -> bool:
-        raw_key = bearer_key(dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1"))
+        raw_key = bearer_key(authorization(scope))
         if raw_key is None:
             return False
         principal = await sync_to_async(api_key_authenticate)(raw_key)

@@ -15,8 +15,12 @@ class OrganizationRateThrottle(BaseThrottle):
         if principal is None:  # refused by authentication before any count
             return True
         admitted = admission_of(request._request)
-        body_bytes = 0 if admitted is not None and admitted.bytes_counted else _body_size(request)
-        refusal = api_admit(principal.org.pk, requests=0 if admitted is not None else 1, body_bytes=body_bytes)
+        counted = admitted is not None and admitted.counted_for(principal)
+        if not getattr(view, "body_bytes_counted", True):  # a view whose bodies have a limit of their own
+            body_bytes = 0
+        else:
+            body_bytes = 0 if counted and admitted.bytes_counted else _body_size(request)
+        refusal = api_admit(principal.org.pk, requests=0 if counted else 1, body_bytes=body_bytes)
         if refusal is not None:
             raise refusal
         return True
@@ -36,8 +40,9 @@ class OrganizationExportThrottle(BaseThrottle):
 
 
 def _body_size(request) -> int:
-    """The declared length (the server holds a body to it), else the body read (kept for the parser)."""
+    """The declared length (the server holds a body to it), else the body read (kept for the
+    parser): a Transfer-Encoding frames the body whatever the length says."""
     declared = request.META.get("CONTENT_LENGTH", "")
-    if declared.isdigit():
+    if declared.isdigit() and "HTTP_TRANSFER_ENCODING" not in request.META:
         return int(declared)
     return len(request._request.body) if request.method in ("POST", "PUT", "PATCH") else 0

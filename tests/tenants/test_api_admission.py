@@ -4,15 +4,18 @@ counted once, not again by DRF's throttle."""
 
 import asyncio
 import json
+import time
 
 import pytest
 from django.db import OperationalError
+from django.test import Client
 from django.utils import timezone
 
 from controlplane.asgi import application
 from tenants.api import admission
-from tenants.models import ApiKey, Interaction, Role
-from tenants.organizations import api_key_create
+from tenants.api.admitted import REUSABLE_S, Admitted
+from tenants.models import ApiKey, Interaction, Membership, Role
+from tenants.organizations import api_key_authenticate, api_key_create, user_for_email
 from tests.factories import make_tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)  # keys are looked up on another thread, before Django runs
@@ -28,13 +31,15 @@ def forget_keys():
     admission._recent.clear()
 
 
-def call(key: str | None, *, method: str = "POST", body: bytes = BODY, declared: bool = True) -> tuple[int, dict, dict | None, int]:
+def call(key: str | None, *, method: str = "POST", body: bytes = BODY, declared: bool | int = True, path: str = URL,
+         headers: list[tuple[bytes, bytes]] = ()) -> tuple[int, dict, dict | None, int]:
     """Through the whole ASGI application: the status, the headers and the JSON answer, and how
-    many times the application asked for the body."""
+    many times the application asked for the body. `declared`: the body's length, or another."""
     asked, sent = 0, []
-    headers = [(b"content-type", b"application/json")] + ([(b"content-length", str(len(body)).encode())] if declared else [])
+    length = len(body) if declared is True else declared
+    headers = [(b"content-type", b"application/json"), *headers] + ([(b"content-length", str(length).encode())] if declared else [])
     headers += [(b"authorization", f"Bearer {key}".encode())] if key else []
-    scope = {"type": "http", "method": method, "path": URL, "raw_path": URL.encode(), "query_string": b"", "headers": headers,
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"", "headers": headers,
              "http_version": "1.1", "scheme": "http", "server": ("testserver", 80), "client": ("1.2.3.4", 5)}
 
     async def receive():
@@ -113,3 +118,57 @@ def test_with_the_database_unreachable_for_the_lookup_the_request_goes_on_to_the
 
     monkeypatch.setattr(admission, "api_key_authenticate", unreachable)
     assert call(acme.key, method="GET")[0] == 200
+
+
+def test_a_second_authorization_header_does_not_skip_the_count(settings):
+    """Django joins repeated headers with commas, so DRF would read another header than admission
+    did: here a console session's request with a made-up key beside a Basic header, which
+    admission saw as a key of nobody's and DRF as no key at all. Such a request is not judged
+    there, and the API counts it as before."""
+    acme = make_tenant("Acme")
+    user = user_for_email("viewer@acme.example")
+    Membership.objects.create(org=acme.org, user=user, role=Role.VIEWER, joined_at=timezone.now())
+    browser = Client()
+    browser.force_login(user)
+    cookie = [(b"cookie", f"sessionid={browser.cookies['sessionid'].value}".encode()), (b"authorization", b"Basic eDp4")]
+    settings.TENANT_API_REQUESTS_PER_MINUTE = 2
+    statuses = [call("osk_" + "x" * 43, method="GET", headers=cookie)[0] for _ in range(3)]
+    assert statuses == [200, 200, 429]
+
+
+def test_a_length_beside_a_transfer_encoding_is_not_believed(settings):
+    """The encoding frames the body: a body declared 1 byte and sent chunked is counted as read."""
+    acme = make_tenant("Acme")
+    settings.TENANT_API_BYTES_PER_MINUTE = 2 * len(BODY) + 100
+    chunked = [(b"transfer-encoding", b"chunked")]
+    statuses = [call(acme.key, declared=1, headers=chunked)[0] for _ in range(3)]
+    assert 429 not in statuses[:2] and statuses[2] == 429
+
+
+def test_an_adapter_upload_is_not_held_to_the_bytes_a_minute(settings):
+    """It has a limit of its own, an admin's alone: held to 16 MiB a minute, no archive past it could be uploaded."""
+    acme = make_tenant("Acme")
+    settings.TENANT_API_BYTES_PER_MINUTE = 1000
+    statuses = [call(acme.key, path="/api/v1/adapters")[0] for _ in range(2)]  # JSON, not a multipart archive
+    assert statuses == [415, 415]
+    assert call(acme.key)[0] == 429  # everything else is
+
+
+def test_the_remembered_keys_are_bounded(monkeypatch):
+    monkeypatch.setattr(admission, "RECENT_MAX", 3)
+    acme = make_tenant("Acme")
+    keys = [api_key_create(org=acme.org, name=f"k{i}", role=Role.ADMIN, actor="test")[1] for i in range(5)]
+    for key in keys:
+        assert call(key, method="GET")[0] == 200
+    assert len(admission._recent) <= 3 and keys[-1] in admission._recent
+
+
+def test_authentication_reuses_a_lookup_only_a_moment_old():
+    """A long upload's key may have been revoked while its body came: looked up again."""
+    acme = make_tenant("Acme")
+    principal = api_key_authenticate(acme.key)
+    now = time.monotonic()
+    assert Admitted(acme.key, principal, looked_up_at=now, bytes_counted=True).principal_for(acme.key) == principal
+    assert Admitted(acme.key, principal, looked_up_at=now - 2 * REUSABLE_S, bytes_counted=True).principal_for(acme.key) is False
+    assert Admitted(acme.key, principal, looked_up_at=None, bytes_counted=True).principal_for(acme.key) is False  # remembered
+    assert Admitted(acme.key, principal, looked_up_at=now, bytes_counted=True).principal_for(acme.key + "x") is False
