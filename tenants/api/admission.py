@@ -68,14 +68,14 @@ async def _admitted(raw_key: str, size: int | None) -> tuple[Admitted, Throttled
     fresh = recent is None or recent[0] < time.monotonic()
     # On a pool thread: lookups of different keys in parallel, none behind a queue of others'.
     principal = await sync_to_async(_looked_up, thread_sensitive=False)(raw_key) if fresh else recent[1]
-    looked_up_at = time.monotonic()
+    looked_up_at = time.monotonic() if fresh else None  # misses are never remembered: always fresh
     if principal is None:
         return Admitted(raw_key, None, looked_up_at=looked_up_at, bytes_counted=False), None
     if fresh:
         _remember(raw_key, principal)
     # Off the views' thread: a count is a cache's (or Redis's) round trip, and no database's.
     refusal = await sync_to_async(api_admit, thread_sensitive=False)(principal.org.pk, body_bytes=size or 0)
-    return Admitted(raw_key, principal, looked_up_at=looked_up_at if fresh else None, bytes_counted=size is not None), refusal
+    return Admitted(raw_key, principal, looked_up_at=looked_up_at, bytes_counted=size is not None), refusal
 
 
 def authorization(scope) -> str:

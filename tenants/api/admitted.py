@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from tenants.organizations import Principal
 
 SCOPE_KEY = "tenant_api.admitted"  # an extension key of the ASGI scope: the server's, no client can set it
-
-
 REUSABLE_S = 1.0  # how old a lookup made for this request may be when authentication reuses it
 
 
