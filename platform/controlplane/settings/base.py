@@ -8,6 +8,7 @@ import hmac
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from celery.schedules import crontab
 
 from controlplane.env import env_bool, env_int, env_json_object, env_list, env_policy, env_str
@@ -100,7 +101,19 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = _SQLITE_OPTIONS
 else:  # a database that does not answer fails the request in seconds (503), not at the client's timeout
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT_S", 3, minimum=1))
+    _connect_timeout_s = env_int("DATABASE_CONNECT_TIMEOUT_S", 3, minimum=1)
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", _connect_timeout_s)
+    # Each process's connections from a pool (psycopg_pool): under ASGI every request runs on a
+    # thread of its own, and without one each opened a connection of its own, a PostgreSQL
+    # backend started and authenticated, most of a small request's time (docs/figures.md, "noisy
+    # neighbour"). A request that finds the pool empty waits as long as for a connection.
+    _pool_max = env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=0)
+    if _pool_max and DATABASES["default"]["CONN_MAX_AGE"]:
+        raise ImproperlyConfigured("DATABASE_CONN_MAX_AGE keeps a connection per thread, a pool shares them: "
+                                   "set DATABASE_POOL_MAX_SIZE=0 to keep connections per thread instead.")
+    if _pool_max:
+        DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": min(2, _pool_max), "max_size": _pool_max, "timeout": _connect_timeout_s}
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # a connection the database dropped is replaced, not handed out
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
