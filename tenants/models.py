@@ -85,7 +85,7 @@ class ApiKey(models.Model):
     created_by = models.CharField(max_length=200)  # the actor, as in the audit log
     # The key this one was made with, if any: revoking a key revokes what was minted with it.
     minted_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, related_name="minted")
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)  # the gateway reads the newest (serving/gateway/keys.py)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)  # the gateway and the API read the newest (tenants/key_hashes.py)
     last_used_at = models.DateTimeField(null=True)
     revoked_at = models.DateTimeField(null=True)
 

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 THREADS = 4
 _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="gateway-db")
-# The keys there are, read in bulk (keys.py) on a thread of their own: never behind, nor in front
+# The keys there are, read in bulk (tenants/key_hashes.py) on a thread of their own: never behind, nor in front
 # of, the recordings.
 _key_reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-db-keys")
 

@@ -28,8 +28,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from serving.gateway import upstream
-from serving.gateway.database import in_db_thread
-from serving.gateway.keys import KeyHashes
+from serving.gateway.database import in_db_thread, in_key_reads_thread
 from serving.gateway.limits import Admission, Limiter, RateLimited, SharedLimiter, retry_after_header
 from serving.gateway.protocol import (
     GatewayError, InvalidRequest, ModelNotFound, RequestTooLarge, StorageQuotaExceeded, TaskNotFound,
@@ -44,6 +43,7 @@ from serving.routing import Target, target_known, target_resolve
 from serving.traffic import traffic_limits_for
 from serving.ttl_cache import TtlCache
 from tenants.errors import NotFound, QuotaExceeded
+from tenants.key_hashes import KeyHashes
 from tenants.models import BackgroundTask, Interaction, Organization
 from tenants.organizations import Principal, api_key_authenticate, bearer_key
 from tenants.recording import InteractionContent, Recording
@@ -303,11 +303,11 @@ async def _authenticated(headers: Headers) -> Organization:
 
 @functools.cache
 def key_hashes() -> KeyHashes:
-    return KeyHashes()
+    return KeyHashes(on_thread=in_key_reads_thread)
 
 
 async def _looked_up_key(raw_key: str) -> Principal | None:
-    """A key of the hashes there are, from the database; any other is no key (keys.py)."""
+    """A key of the hashes there are, from the database; any other is no key (tenants/key_hashes.py)."""
     if not await key_hashes().may_exist(raw_key):
         return None
     principal = await in_db_thread(_principal_of, raw_key)

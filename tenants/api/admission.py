@@ -10,7 +10,8 @@ alone. Past a limit it answers 429: a small body is read and dropped first, so t
 reads the answer; a larger one is left unread and its connection closed.
 
 A key's lookup is remembered for a second, so that a burst costs the database one query, not
-one a request. What was found rides in the ASGI scope (tenants.api.admitted): DRF's throttle
+one a request; a key whose hash is not among the keys there are (tenants.key_hashes) is no key,
+told without a query, so that a flood of made-up keys costs set lookups. What was found rides in the ASGI scope (tenants.api.admitted): DRF's throttle
 counts only what was not counted here (a body of no declared length), and DRF's authentication
 takes the key's principal from there when it was looked up for this very request, else looks
 it up itself, as before: a key revoked a moment ago may still be counted here, never let in
@@ -18,8 +19,11 @@ there. A request this cannot judge (no key of a key's shape, the database unreac
 as it came, and the API answers it as before.
 """
 
+import functools
 import json
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connection
@@ -27,7 +31,10 @@ from rest_framework.exceptions import Throttled
 
 from tenants.api.admitted import SCOPE_KEY, Admitted
 from tenants.api.windows import api_admit
+from tenants.key_hashes import KeyHashes
 from tenants.organizations import Principal, api_key_authenticate, bearer_key
+
+T = TypeVar("T")
 
 PREFIX = "/api/v1/"
 RECENT_S = 1.0
@@ -66,8 +73,7 @@ def admitted_first(app, *, uncounted_bodies: frozenset[tuple[str, str]] = frozen
 async def _admitted(raw_key: str, size: int | None) -> tuple[Admitted, Throttled | None]:
     recent = _recent.get(raw_key)
     fresh = recent is None or recent[0] < time.monotonic()
-    # On a pool thread: lookups of different keys in parallel, none behind a queue of others'.
-    principal = await sync_to_async(_looked_up, thread_sensitive=False)(raw_key) if fresh else recent[1]
+    principal = (await _looked_up(raw_key)) if fresh else recent[1]
     looked_up_at = time.monotonic() if fresh else None  # misses are never remembered: always fresh
     if principal is None:
         return Admitted(raw_key, None, looked_up_at=looked_up_at, bytes_counted=False), None
@@ -104,11 +110,29 @@ def _remember(raw_key: str, principal: Principal) -> None:
     _recent[raw_key] = (now + RECENT_S, principal)
 
 
-def _looked_up(raw_key: str) -> Principal | None:
-    try:
-        return api_key_authenticate(raw_key)
-    finally:  # a pool thread's connection, which no request closes
-        connection.close()
+@functools.cache
+def key_hashes() -> KeyHashes:
+    return KeyHashes(on_thread=_on_pool_thread)
+
+
+async def _looked_up(raw_key: str) -> Principal | None:
+    if not await key_hashes().may_exist(raw_key):
+        return None
+    principal = await _on_pool_thread(lambda: api_key_authenticate(raw_key))
+    if principal is None:  # revoked, or its organization deleted, since the hashes were read
+        key_hashes().forget(raw_key)
+    return principal
+
+
+async def _on_pool_thread(read: Callable[[], T]) -> T:
+    """On a pool thread: lookups of different keys in parallel, none behind a queue of others'."""
+    def closing() -> T:
+        try:
+            return read()
+        finally:  # a pool thread's connection, which no request closes
+            connection.close()
+
+    return await sync_to_async(closing, thread_sensitive=False)()
 
 
 async def _refuse(receive, send, refusal: Throttled, *, declared: int | None) -> None:

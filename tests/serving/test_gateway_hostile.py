@@ -16,9 +16,10 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from serving.gateway import keys, upstream, views
+from serving.gateway import upstream, views
 from serving.gateway.protocol import UpstreamUnavailable
 from serving.models import TrafficLimits
+from tenants import key_hashes
 from tenants.models import ApiKey, Interaction, Role
 from tenants.organizations import api_key_create
 
@@ -117,7 +118,7 @@ def test_keys_that_are_not_keys_are_refused_on_the_event_loop(gateway, acme, mon
     """Anyone can send a key: the shared database threads also write every organization's
     recordings, and a flood of unknown keys on them delayed everyone's completions."""
     assert post(gateway, acme.key).status_code == 200  # the hashes of the keys there are, read once
-    shared, reads = counted(monkeypatch, views, "in_db_thread"), counted(monkeypatch, keys, "in_key_reads_thread")
+    shared, reads = counted(monkeypatch, views, "in_db_thread"), counted(monkeypatch, views.key_hashes(), "on_thread")
     for key in ("not-even-a-key", "osk_short", acme.key + "x", "osk_" + "!" * 43):
         assert post(gateway, key).status_code == 401
     assert shared == reads == []  # told by their shape
@@ -126,7 +127,7 @@ def test_keys_that_are_not_keys_are_refused_on_the_event_loop(gateway, acme, mon
         statuses = list(pool.map(lambda number: post(gateway, made_up(acme.key)[:-2] + f"{number:02d}").status_code, range(48)))
     assert statuses == [401] * 48 and shared == []
     # misses at the same time share a read of the newest keys, at most one each NEWEST_EVERY_S
-    assert len(reads) <= (time.monotonic() - started) / keys.NEWEST_EVERY_S + 2
+    assert len(reads) <= (time.monotonic() - started) / key_hashes.NEWEST_EVERY_S + 2
 
 
 def test_a_key_made_a_moment_ago_works_at_once_and_a_revoked_one_stops(gateway, acme, monkeypatch):
@@ -143,7 +144,7 @@ def test_a_key_made_a_moment_ago_works_at_once_and_a_revoked_one_stops(gateway, 
 def test_a_key_made_between_two_reads_is_found_however_long_after_it_is_first_used(gateway, acme, monkeypatch):
     """Each read takes every key made since the read before: one made after the full read and
     first used minutes later was refused until the next full read."""
-    monkeypatch.setattr(keys, "COMMIT_LAG", timedelta(0))  # so that the test need not wait a minute
+    monkeypatch.setattr(key_hashes, "COMMIT_LAG", timedelta(0))  # so that the test need not wait a minute
     assert post(gateway, acme.key).status_code == 200  # the full read
     _, later = api_key_create(org=acme.org, name="later", role=Role.VIEWER, actor="test")
     time.sleep(0.2)

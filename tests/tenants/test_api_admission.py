@@ -27,8 +27,10 @@ BODY = json.dumps({"messages": [{"role": "user", "content": "x" * 100_000}], "co
 @pytest.fixture(autouse=True)
 def forget_keys():
     admission._recent.clear()
+    admission.key_hashes.cache_clear()
     yield
     admission._recent.clear()
+    admission.key_hashes.cache_clear()
 
 
 def call(key: str | None, *, method: str = "POST", body: bytes = BODY, declared: bool | int = True, path: str = URL,
@@ -96,6 +98,22 @@ def test_a_made_up_key_is_answered_401():
     make_tenant("Acme")
     status, _, answer, _ = call("osk_" + "x" * 43, method="GET")
     assert status == 401 and answer["error"]["code"] == "authentication_failed"
+
+
+def test_made_up_keys_are_refused_without_a_lookup_and_a_key_made_a_moment_ago_works(monkeypatch):
+    """Anyone can send a key: a flood of made-up ones cost the database a lookup each, where a web
+    server's other organizations' requests wait. (DRF's authentication reuses what admission
+    found for the request, unless that was over a second before.)"""
+    acme = make_tenant("Acme")
+    assert call(acme.key, method="GET")[0] == 200  # the hashes of the keys there are, read once
+    lookups, looked_up = [], admission.api_key_authenticate
+    monkeypatch.setattr(admission, "api_key_authenticate", lambda raw_key: lookups.append(raw_key) or looked_up(raw_key))
+    for number in range(20):
+        status, _, answer, _ = call(f"osk_{number:043d}", method="GET")
+        assert status == 401 and answer["error"]["code"] == "authentication_failed"
+    assert lookups == []
+    _, fresh = api_key_create(org=acme.org, name="fresh", role=Role.VIEWER, actor="test")
+    assert call(fresh, method="GET")[0] == 200 and lookups == [fresh]  # the next read of the newest has it
 
 
 def test_a_small_refused_body_is_read_so_that_its_client_reads_the_429(settings):

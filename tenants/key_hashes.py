@@ -1,11 +1,12 @@
 """Which bearer keys could be keys at all, told without a database query per request.
 
-Anyone can send a key, and every lookup of one that does not exist would cost a round trip on
-the threads that also write every organization's recordings. So each gateway process keeps the
-hashes of the keys there are (every 10 minutes all keys in use; between those, the ones made
-since the read before, read at most every 50 ms on a thread of their own), and a key whose
-hash is not among them is refused on the event loop. A made-up key then costs a set lookup; a
-key made a moment ago waits for the next read; misses at the same time share one read.
+Anyone can send a key, and every lookup of one that does not exist would cost a database round
+trip (at the gateway, on the threads that also write every organization's recordings). So the
+gateway and the tenant API's admission each keep, per web process, the hashes of the keys there
+are (every 10 minutes all keys in use; between those, the ones made since the read before, read
+at most every 50 ms on a thread of their caller's choosing), and a key whose hash is not among
+them is refused on the event loop. A made-up key then costs a set lookup; a key made a moment
+ago waits for the next read; misses at the same time share one read.
 
 Stale in one direction only: a revoked key, or a deleted organization's, stays here until the
 next full read, and its own lookup says no (then it is dropped at once).
@@ -13,12 +14,11 @@ next full read, and its own lookup says no (then it is dropped at once).
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from django.utils import timezone
 
-from serving.gateway.database import in_key_reads_thread
 from tenants.organizations import api_key_hash, api_key_hashes
 
 RELOAD_S = 600.0  # every key in use, read again: revoked and deleted ones leave
@@ -26,8 +26,13 @@ NEWEST_EVERY_S = 0.05  # at most this often, the keys made lately
 COMMIT_LAG = timedelta(minutes=1)  # more than any key's commit lags behind its created_at
 
 
+# Runs a database read off the event loop: the gateway's key-reads thread, a pool thread for the API.
+OnThread = Callable[[Callable[[], list[str]]], Awaitable[list[str]]]
+
+
 class KeyHashes:
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, *, on_thread: OnThread, clock: Callable[[], float] = time.monotonic):
+        self.on_thread = on_thread
         self.clock = clock
         self._hashes: set[str] = set()
         self._loaded_at = -2 * RELOAD_S  # never
@@ -54,9 +59,9 @@ class KeyHashes:
         await asyncio.sleep(max(0.0, self._read_started + NEWEST_EVERY_S - self.clock()))
         started, started_wall = self.clock(), timezone.now()
         if started - self._loaded_at >= RELOAD_S:
-            self._hashes = set(await in_key_reads_thread(api_key_hashes))
+            self._hashes = set(await self.on_thread(api_key_hashes))
             self._loaded_at = started
         else:  # every key made since the last read began, and then some
             since = self._read_wall - COMMIT_LAG
-            self._hashes.update(await in_key_reads_thread(lambda: api_key_hashes(created_since=since)))
+            self._hashes.update(await self.on_thread(lambda: api_key_hashes(created_since=since)))
         self._read_started, self._read_wall = started, started_wall
