@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from asgiref.sync import sync_to_async
 from rest_framework import authentication, exceptions
 
-from tenants.api.admission import authorization
+from tenants.api.admission import authorization, key_hashes
 from tenants.api.admitted import admission_of
 from tenants.models import role_at_least
 from tenants.organizations import api_key_authenticate, bearer_key, membership_principal
@@ -55,10 +55,11 @@ class ConsoleSessionAuthentication(authentication.SessionAuthentication):
 def bearer_key_at_least(role: str) -> Callable[[dict], Awaitable[bool]]:
     """Whether an ASGI request's headers carry a live key with at least `role`: told before its
     body is read (controlplane/body_limit.py), one indexed lookup, and none for a key of no
-    key's shape. The view authenticates the request again, as for any other."""
+    key's shape or a made-up one (tenants.key_hashes). The view authenticates the request
+    again, as for any other."""
     async def entitled(scope: dict) -> bool:
         raw_key = bearer_key(authorization(scope))
-        if raw_key is None:
+        if raw_key is None or not await key_hashes().may_exist(raw_key):
             return False
         principal = await sync_to_async(api_key_authenticate)(raw_key)
         return principal is not None and role_at_least(principal.role, role)
