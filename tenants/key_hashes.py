@@ -19,7 +19,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from tenants.organizations import api_key_hash, api_key_hashes
+from tenants.organizations import Principal, api_key_hash, api_key_hashes
 
 RELOAD_S = 600.0  # every key in use, read again: revoked and deleted ones leave
 NEWEST_EVERY_S = 0.05  # at most this often, the keys made lately
@@ -51,9 +51,15 @@ class KeyHashes:
             await asyncio.shield(self._reading)
         return digest in self._hashes
 
-    def forget(self, raw_key: str) -> None:
-        """A key here that its lookup found revoked or gone: refused on the loop from now on."""
-        self._hashes.discard(api_key_hash(raw_key))
+    async def principal_of(self, raw_key: str, look_up: Callable[[str], Awaitable[Principal | None]]) -> Principal | None:
+        """The key's principal by `look_up`, which only a key among the hashes costs; a key that
+        its lookup finds revoked or gone since they were read is refused here from now on."""
+        if not await self.may_exist(raw_key):
+            return None
+        principal = await look_up(raw_key)
+        if principal is None:
+            self._hashes.discard(api_key_hash(raw_key))
+        return principal
 
     async def _read(self) -> None:
         await asyncio.sleep(max(0.0, self._read_started + NEWEST_EVERY_S - self.clock()))

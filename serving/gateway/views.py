@@ -308,12 +308,7 @@ def key_hashes() -> KeyHashes:
 
 async def _looked_up_key(raw_key: str) -> Principal | None:
     """A key of the hashes there are, from the database; any other is no key (tenants/key_hashes.py)."""
-    if not await key_hashes().may_exist(raw_key):
-        return None
-    principal = await in_db_thread(_principal_of, raw_key)
-    if principal is None:  # revoked, or its organization deleted, since the hashes were read
-        key_hashes().forget(raw_key)
-    return principal
+    return await key_hashes().principal_of(raw_key, lambda key: in_db_thread(_principal_of, key))
 
 
 def _principal_of(raw_key: str) -> Principal | None:

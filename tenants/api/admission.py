@@ -116,12 +116,7 @@ def key_hashes() -> KeyHashes:
 
 
 async def _looked_up(raw_key: str) -> Principal | None:
-    if not await key_hashes().may_exist(raw_key):
-        return None
-    principal = await _on_pool_thread(lambda: api_key_authenticate(raw_key))
-    if principal is None:  # revoked, or its organization deleted, since the hashes were read
-        key_hashes().forget(raw_key)
-    return principal
+    return await key_hashes().principal_of(raw_key, lambda key: _on_pool_thread(lambda: api_key_authenticate(key)))
 
 
 async def _on_pool_thread(read: Callable[[], T]) -> T:
