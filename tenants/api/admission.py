@@ -73,7 +73,7 @@ def admitted_first(app, *, uncounted_bodies: frozenset[tuple[str, str]] = frozen
 async def _admitted(raw_key: str, size: int | None) -> tuple[Admitted, Throttled | None]:
     recent = _recent.get(raw_key)
     fresh = recent is None or recent[0] < time.monotonic()
-    principal = (await _looked_up(raw_key)) if fresh else recent[1]
+    principal = (await key_principal(raw_key)) if fresh else recent[1]
     looked_up_at = time.monotonic() if fresh else None  # misses are never remembered: always fresh
     if principal is None:
         return Admitted(raw_key, None, looked_up_at=looked_up_at, bytes_counted=False), None
@@ -115,7 +115,9 @@ def key_hashes() -> KeyHashes:
     return KeyHashes(on_thread=_on_pool_thread)
 
 
-async def _looked_up(raw_key: str) -> Principal | None:
+async def key_principal(raw_key: str) -> Principal | None:
+    """The principal of a bearer key, from an ASGI layer: a set lookup for a made-up key, else one
+    indexed query on a pool thread."""
     return await key_hashes().principal_of(raw_key, lambda key: _on_pool_thread(lambda: api_key_authenticate(key)))
 
 

@@ -6,10 +6,9 @@ and service works with. `request.user` is not used for authorization.
 
 from collections.abc import Awaitable, Callable
 
-from asgiref.sync import sync_to_async
 from rest_framework import authentication, exceptions
 
-from tenants.api.admission import authorization, key_hashes
+from tenants.api.admission import authorization, key_principal
 from tenants.api.admitted import admission_of
 from tenants.models import role_at_least
 from tenants.organizations import api_key_authenticate, bearer_key, membership_principal
@@ -59,9 +58,7 @@ def bearer_key_at_least(role: str) -> Callable[[dict], Awaitable[bool]]:
     again, as for any other."""
     async def entitled(scope: dict) -> bool:
         raw_key = bearer_key(authorization(scope))
-        if raw_key is None or not await key_hashes().may_exist(raw_key):
-            return False
-        principal = await sync_to_async(api_key_authenticate)(raw_key)
+        principal = await key_principal(raw_key) if raw_key is not None else None
         return principal is not None and role_at_least(principal.role, role)
 
     return entitled
