@@ -11,11 +11,11 @@ reads the answer; a larger one is left unread and its connection closed.
 
 A key's lookup is remembered for a second, so that a burst costs the database one query, not
 one a request; a key whose hash is not among the keys there are (tenants.key_hashes) is no key,
-told without a query, so that a flood of made-up keys costs set lookups. What was found rides in the ASGI scope (tenants.api.admitted): DRF's throttle
-counts only what was not counted here (a body of no declared length), and DRF's authentication
-takes the key's principal from there when it was looked up for this very request, else looks
-it up itself, as before: a key revoked a moment ago may still be counted here, never let in
-there. A request this cannot judge (no key of a key's shape, the database unreachable) goes on
+told without a query, so that a flood of made-up keys costs set lookups. What was found rides
+in the ASGI scope (tenants.api.admitted): DRF's throttle counts only what was not counted here
+(a body of no declared length), and DRF's authentication takes the key's principal from there
+when it was looked up for this very request, else looks it up itself, as before: a key revoked
+a moment ago may still be counted here, never let in there. A request this cannot judge (no key of a key's shape, the database unreachable) goes on
 as it came, and the API answers it as before.
 """
 

@@ -108,12 +108,13 @@ else:  # a database that does not answer fails the request in seconds (503), not
     # backend started and authenticated, most of a small request's time (docs/figures.md, "noisy
     # neighbour"). A request that finds the pool empty waits as long as for a connection.
     _pool_max = env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=0)
-    if _pool_max and DATABASES["default"]["CONN_MAX_AGE"]:
-        raise ImproperlyConfigured("DATABASE_CONN_MAX_AGE keeps a connection per thread, a pool shares them: "
-                                   "set DATABASE_POOL_MAX_SIZE=0 to keep connections per thread instead.")
     if _pool_max:
+        if DATABASES["default"]["CONN_MAX_AGE"]:
+            raise ImproperlyConfigured("DATABASE_CONN_MAX_AGE keeps a connection per thread, a pool shares them: "
+                                       "set DATABASE_POOL_MAX_SIZE=0 to keep connections per thread instead.")
         DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": min(2, _pool_max), "max_size": _pool_max, "timeout": _connect_timeout_s}
-        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # a connection the database dropped is replaced, not handed out
+        # Each borrowed connection checked (a round trip): after a restart, a dropped one is replaced, not handed out.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
